@@ -1,0 +1,3 @@
+"""Thin on purpose: the dayzero plugin does the work (options, markers, cells, reports)."""
+
+pytest_plugins = ["dayzero.plugin"]

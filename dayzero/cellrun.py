@@ -1,0 +1,343 @@
+"""One cell run, end to end: lease -> render -> deploy -> checks -> evidence -> release.
+
+The pytest plugin calls `run_cell` once per test item; `dayzero golden record` calls it too.
+Whatever happens, the evidence written at the end keeps every check already measured, the raw
+records and the server logs, and the leases are released.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import json
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import allure
+
+from dayzero import __version__, evidence
+from dayzero.checks import CheckResult
+from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
+from dayzero.checks.performance import Floor, check_floor, floors_for, summarize
+from dayzero.deploy import Deployment, run_client
+from dayzero.errors import DeploymentError, InfrastructureError
+from dayzero.goldens import Golden, load_golden, save_golden
+from dayzero.inventory import Host, Inventory
+from dayzero.lease import acquire_all, release
+from dayzero.matrix import Cell, Matrix
+from dayzero.recipe import Recipe, hosts_needed, render
+from dayzero.redact import redact, redact_env
+from dayzero.transport import Transport, open_transport
+
+PERF_PROMPTS = (
+    "The history of the printing press",
+    "Explain how a refrigerator works",
+    "Write a short story about a lighthouse keeper",
+    "Describe the water cycle to a child",
+    "List the steps to bake bread",
+    "Summarize the plot of a detective novel",
+    "Why do leaves change color in autumn",
+    "How do airplanes stay in the air",
+)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+class NoHost(Exception):  # noqa: N818 - a reason to skip, not an error
+    """No host of the inventory has the cell's hardware: the cell is skipped, not failed."""
+
+
+@dataclass
+class RunContext:
+    matrix: Matrix
+    inventory: Inventory
+    reports_dir: Path
+    goldens_dir: Path
+    run_id: str
+    worker: str = "master"
+    ready_deadline: float = 600.0
+    lease_wait: float = 1800.0
+    say: Callable[[str], None] = print
+    transports: dict[str, Transport] = field(default_factory=dict)
+    quarantined: dict[str, str] = field(default_factory=dict)
+
+    def transport(self, host: Host) -> Transport:
+        if host.name not in self.transports:
+            self.transports[host.name] = open_transport(host, self.inventory)
+        return self.transports[host.name]
+
+    def close(self) -> None:
+        for t in self.transports.values():
+            t.close()
+        self.transports.clear()
+
+
+@dataclass
+class CellOutcome:
+    cell: Cell
+    checks: list[CheckResult]
+    verdict: str
+    evidence_path: Path | None
+    error: str = ""
+
+    @property
+    def failed_checks(self) -> list[CheckResult]:
+        return [c for c in self.checks if not c.passed]
+
+
+def candidate_hosts(ctx: RunContext, cell: Cell) -> tuple[Host, ...]:
+    hosts = ctx.inventory.for_hardware(cell.hardware)
+    if not hosts:
+        raise NoHost(f"no host with hardware {cell.hardware!r} in inventory {ctx.inventory.path}")
+    return hosts
+
+
+def engine_version(ctx: RunContext, cell: Cell, host: Host) -> str:
+    command = ctx.matrix.card(cell).engine.get("version_command")
+    if not command:
+        return "unknown"
+    setup = f"{host.engine_setup}\n" if host.engine_setup else ""
+    result = ctx.transport(host).run(setup + command + " 2>&1", timeout=120)
+    if not result.ok:
+        raise InfrastructureError(
+            f"{host.name}: engine not usable: `{command}` exited {result.exit_status}: "
+            f"{redact(result.stdout.strip()[-300:], ctx.inventory.secrets)}"
+        )
+    return " ".join(result.stdout.split())[:200] or "unknown"
+
+
+def _attach_json(name: str, data) -> None:
+    allure.attach(json.dumps(data, indent=2, default=str), name, allure.attachment_type.JSON)
+
+
+def run_probes(ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool) -> list[CheckResult]:
+    card = ctx.matrix.card(cell)
+    probes = card.data.get("probes", [])
+    if not probes:
+        return []
+    mode = card.mode(cell.mode)
+    policy = GoldenPolicy.from_card(mode.get("golden"))
+    # Exact goldens need one request at a time; other policies run at the mode's concurrency so
+    # that batching is exercised the way users will meet it.
+    concurrency = 1 if policy.policy == "exact" else mode["concurrency"]
+    spec = {
+        "action": "requests",
+        "url": dep.url,
+        "concurrency": concurrency,
+        "requests": [
+            {"id": p["id"], "prompt": p["prompt"], "max_tokens": p.get("max_tokens", 32)} for p in probes
+        ],
+    }
+    answer = run_client(dep.endpoint_transport(), spec, timeout=600)
+    records = answer["records"]
+    dep.check_alive()
+    save_records(ctx, cell, "probes", answer)
+    texts = {r["id"]: r["text"] for r in records}
+    checks = [check_probe(p, r["text"], r["error"]) for p, r in zip(probes, records, strict=True)]
+    golden = load_golden(ctx.goldens_dir, cell.id)
+    if record_goldens:
+        return checks
+    for p in probes:
+        expected = golden.outputs.get(p["id"]) if golden else None
+        checks.append(check_golden(policy, p["id"], expected, texts[p["id"]]))
+    return checks
+
+
+def measure(ctx: RunContext, cell: Cell, dep: Deployment, floor: Floor, accelerators: int) -> CheckResult:
+    def requests(n: int) -> list[dict]:
+        return [
+            {
+                "id": f"r{i}",
+                "kind": "completion",
+                "prompt": PERF_PROMPTS[i % len(PERF_PROMPTS)],
+                "max_tokens": floor.max_tokens,
+                "extra": {"ignore_eos": True},
+            }
+            for i in range(n)
+        ]
+
+    warm = {
+        "action": "requests",
+        "url": dep.url,
+        "concurrency": floor.concurrency,
+        "requests": requests(floor.concurrency),
+    }
+    run_client(dep.endpoint_transport(), warm, timeout=600)
+    spec = {**warm, "requests": requests(max(floor.num_prompts, floor.concurrency))}
+    answer = run_client(dep.endpoint_transport(), spec, timeout=1800)
+    dep.check_alive()
+    save_records(ctx, cell, f"throughput-c{floor.concurrency}", answer)
+    summary = summarize(answer["records"], accelerators)
+    result = check_floor(floor, summary)
+    _attach_json(f"measured {floor.name}", {"summary": summary, "verdict": result.verdict})
+    return result
+
+
+def records_dir(ctx: RunContext, cell: Cell) -> Path:
+    return ctx.reports_dir / "runs" / ctx.run_id / evidence.slug(cell.id)
+
+
+def save_records(ctx: RunContext, cell: Cell, phase: str, answer: dict) -> Path:
+    path = records_dir(ctx, cell) / "records" / f"{phase}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(answer))
+    return path
+
+
+def launches_json(recipe: Recipe, secrets) -> list[dict]:
+    return [
+        {
+            "role": lc.role,
+            "rank": lc.rank,
+            "host": lc.host,
+            "port": lc.port,
+            "command": redact(lc.command, secrets),
+            "env": redact_env(lc.env),
+        }
+        for lc in recipe.launches
+    ]
+
+
+def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellOutcome:
+    card = ctx.matrix.card(cell)
+    candidates = candidate_hosts(ctx, cell)
+    needed = hosts_needed(card, cell)
+    started = now_iso()
+    checks: list[CheckResult] = []
+    verdict, error = "passed", ""
+    version, recipe, hosts, logs = "unknown", None, [], []
+    with allure.step(f"lease {needed} {cell.hardware} host(s)"):
+        leases = acquire_all(
+            candidates,
+            needed,
+            ctx.transport,
+            run_id=ctx.run_id,
+            cell_id=cell.id,
+            worker=ctx.worker,
+            wait=ctx.lease_wait,
+            on_wait=ctx.say,
+            skip=lambda h: h.name in ctx.quarantined,
+        )
+    try:
+        hosts = [lease.host for lease in leases]
+        recipe = render(ctx.matrix, cell, hosts, port_offset=10 * max(lease.slot for lease in leases))
+        allure.attach(
+            "\n".join(
+                f"# {lc.role}[{lc.rank}] on {lc.host}\n{redact(lc.shell, ctx.inventory.secrets)}"
+                for lc in recipe.launches
+            ),
+            "rendered commands",
+            allure.attachment_type.TEXT,
+        )
+        with allure.step("engine version"):
+            version = engine_version(ctx, cell, hosts[0])
+        dep = Deployment(
+            recipe,
+            {h.name: ctx.transport(h) for h in hosts},
+            f"runs/{ctx.run_id}/{evidence.slug(cell.id)}",
+            health_path=card.engine.get("health_path", "/health"),
+            ready_deadline=ctx.ready_deadline,
+            on_event=ctx.say,
+        )
+        try:
+            with allure.step("launch and wait for readiness"):
+                dep.start()
+                dep.wait_ready()
+            with allure.step("correctness: probes and goldens"):
+                checks += run_probes(ctx, cell, dep, record_goldens)
+            if record_goldens:
+                policy = card.mode(cell.mode).get("golden") or {"policy": "exact"}
+                outputs = json.loads((records_dir(ctx, cell) / "records" / "probes.json").read_text())
+                save_golden(
+                    ctx.goldens_dir,
+                    Golden(
+                        cell.id,
+                        policy,
+                        {
+                            "engine_version": version,
+                            "recorded_at": now_iso(),
+                            "recipe_digest": recipe.digest,
+                            "host": hosts[0].name,
+                            "by": "dayzero golden record",
+                        },
+                        {r["id"]: r["text"] for r in outputs["records"]},
+                    ),
+                )
+            else:
+                accelerators = sum(h.accelerators for h in hosts)
+                for floor in floors_for(card, cell):
+                    with allure.step(f"performance: {floor.name}"):
+                        checks.append(measure(ctx, cell, dep, floor, accelerators))
+        finally:
+            dep.stop()
+            logs = dep.collect_logs(records_dir(ctx, cell) / "logs")
+            for path in logs:
+                tail = redact(
+                    "".join(path.read_text(errors="replace").splitlines(True)[-80:]), ctx.inventory.secrets
+                )
+                allure.attach(tail, f"server log tail: {path.name}", allure.attachment_type.TEXT)
+        if any(not c.passed for c in checks):
+            verdict = "failed"
+    except DeploymentError as exc:
+        verdict, error = "failed", redact(str(exc), ctx.inventory.secrets)
+    except InfrastructureError as exc:
+        verdict, error = "broken", redact(str(exc), ctx.inventory.secrets)
+        raise
+    except BaseException as exc:  # Ctrl-C, SIGTERM, bugs: keep what was measured, then re-raise
+        verdict, error = "broken", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        for lease in leases:
+            try:
+                release(ctx.transport(lease.host), lease)
+            except InfrastructureError as exc:
+                ctx.say(f"could not release lease on {lease.host.name}: {exc}")
+        doc = {
+            "schema_version": 1,
+            "cell": cell.id,
+            "model": cell.model,
+            "hardware": cell.hardware,
+            "mode": cell.mode,
+            "strategy": cell.strategy,
+            "options": list(cell.options),
+            "source": "dayzero",
+            "run": {
+                "id": ctx.run_id,
+                "started": started,
+                "finished": now_iso(),
+                "by": getpass.getuser(),
+                "controller": socket.gethostname(),
+                "worker": ctx.worker,
+                "harness_version": __version__,
+            },
+            "recipe": {
+                "digest": recipe.digest if recipe else "",
+                "launches": launches_json(recipe, ctx.inventory.secrets) if recipe else [],
+            },
+            "engine": {"name": card.engine["name"], "version": version},
+            "hosts": [
+                {"name": h.name, "hardware": h.hardware, "accelerators": h.accelerators} for h in hosts
+            ],
+            "checks": [c.to_json() for c in checks],
+            "records": sorted(
+                str(p.relative_to(ctx.reports_dir))
+                for p in (records_dir(ctx, cell) / "records").glob("*.json")
+            ),
+            "logs": [str(p.relative_to(ctx.reports_dir)) for p in logs],
+            "verdict": verdict,
+        }
+        if error:
+            doc["error"] = error
+        path = None if record_goldens else evidence.write(ctx.reports_dir, doc)
+        if path:
+            allure.attach.file(str(path), "evidence", allure.attachment_type.JSON)
+    return CellOutcome(cell, checks, verdict, path, error)
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + f"-{int(time.time() * 1000) % 100000:05d}"

@@ -1,0 +1,128 @@
+"""Probes and golden policies: pure functions over the text a server returned.
+
+Byte-exact goldens hold only where the engine serves one request at a time; batching changes
+greedy output (seen on llama.cpp with 4 slots), so a mode declares its policy: exact,
+first_n_tokens, similarity or contains.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from dayzero.checks import FAILED, PASSED, CheckResult
+
+TOKEN = re.compile(r"\w+|[^\w\s]")
+PRINTABLE_MIN = 0.85
+REPETITION_MAX = 0.25
+
+
+@dataclass(frozen=True)
+class GoldenPolicy:
+    policy: str = "exact"
+    n: int = 8
+    min_ratio: float = 0.8
+
+    @classmethod
+    def from_card(cls, data: dict | None) -> GoldenPolicy:
+        return cls(**(data or {}))
+
+    def describe(self) -> str:
+        return {
+            "exact": "exact text",
+            "first_n_tokens": f"first {self.n} tokens",
+            "similarity": f"similarity >= {self.min_ratio}",
+            "contains": "golden text contained in output",
+        }[self.policy]
+
+
+def tokens(text: str) -> list[str]:
+    """Word and punctuation pieces: engine-independent, so goldens survive tokenizer changes."""
+    return TOKEN.findall(text)
+
+
+def printable_ratio(text: str) -> float:
+    if not text:
+        return 0.0
+    return sum(ch.isprintable() or ch in "\n\t" for ch in text) / len(text)
+
+
+def repetition_ratio(text: str, n: int = 5) -> float:
+    """Share of the most frequent word n-gram: a looping model scores high."""
+    words = tokens(text)
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    if len(grams) < 4:
+        return 0.0
+    return Counter(grams).most_common(1)[0][1] / len(grams)
+
+
+def check_probe(probe: dict, text: str, error: str | None) -> CheckResult:
+    name = f"probe:{probe['id']}"
+    problems = []
+    if error:
+        problems.append(f"request failed: {error}")
+    else:
+        missing = [s for s in probe.get("expect_contains", []) if s not in text]
+        if missing:
+            problems.append(f"missing {missing}")
+        if (ratio := printable_ratio(text)) <= PRINTABLE_MIN:
+            problems.append(f"printable ratio {ratio:.2f} <= {PRINTABLE_MIN}")
+        if (rep := repetition_ratio(text)) >= REPETITION_MAX:
+            problems.append(f"repetition {rep:.2f} >= {REPETITION_MAX}")
+    return CheckResult(
+        name,
+        "correctness",
+        FAILED if problems else PASSED,
+        "; ".join(problems) or "ok",
+        measured=text,
+        bound=probe.get("expect_contains", []),
+    )
+
+
+def compare(policy: GoldenPolicy, expected: str, actual: str) -> tuple[bool, str]:
+    """Apply a golden policy; the message says what differed."""
+    if policy.policy == "exact":
+        if expected == actual:
+            return True, "identical"
+        diff = "".join(
+            difflib.unified_diff(expected.splitlines(True), actual.splitlines(True), "golden", "output", n=1)
+        )
+        return False, f"differs from golden:\n{diff}"
+    if policy.policy == "first_n_tokens":
+        want, got = tokens(expected)[: policy.n], tokens(actual)[: policy.n]
+        if want == got:
+            return True, f"first {policy.n} tokens identical"
+        return False, f"first {policy.n} tokens differ: golden {want} vs output {got}"
+    if policy.policy == "similarity":
+        ratio = difflib.SequenceMatcher(None, expected, actual).ratio()
+        ok = ratio >= policy.min_ratio
+        return ok, f"similarity {ratio:.2f} {'>=' if ok else '<'} {policy.min_ratio}"
+    if policy.policy == "contains":
+        ok = expected in actual
+        return ok, "golden contained in output" if ok else f"output does not contain {expected!r}"
+    raise ValueError(f"unknown golden policy {policy.policy!r}")
+
+
+def check_golden(policy: GoldenPolicy, probe_id: str, expected: str | None, actual: str) -> CheckResult:
+    name = f"golden:{probe_id}"
+    if expected is None:
+        return CheckResult(
+            name,
+            "correctness",
+            FAILED,
+            "no golden recorded for this probe",
+            measured=actual,
+            bound=policy.describe(),
+        )
+    ok, message = compare(policy, expected, actual)
+    return CheckResult(
+        name,
+        "correctness",
+        PASSED if ok else FAILED,
+        message,
+        measured=actual,
+        bound=policy.describe(),
+        details={"golden": expected},
+    )

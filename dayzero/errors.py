@@ -1,0 +1,36 @@
+"""Exception types that decide how a fault is reported.
+
+`ConfigError` stops a run before any test starts; `InfrastructureError` marks a lab fault
+(host down, ssh refused, disk full, engine missing) so Allure shows it as *broken*, never as a
+product failure of the cell.
+"""
+
+from __future__ import annotations
+
+
+class DayzeroError(Exception):
+    """Base of every error dayzero raises on purpose."""
+
+
+class ConfigError(DayzeroError):
+    """A matrix, inventory or golden file is wrong: names the file, the path and the expectation."""
+
+    def __init__(self, file: str, path: str, message: str):
+        self.file, self.path, self.message = str(file), path, message
+        super().__init__(f"{file}: {path or '<root>'}: {message}")
+
+
+class InfrastructureError(DayzeroError):
+    """The lab failed, not the product: reported as broken, in the infrastructure category."""
+
+
+class CommandTimeout(InfrastructureError):
+    """A command on a host ran past its wall-clock deadline."""
+
+
+class DeploymentError(DayzeroError):
+    """The recipe did not come up (exited early, never ready): a product failure of the cell."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        self.log_tail = log_tail
+        super().__init__(message + (f"\n--- server log tail ---\n{log_tail}" if log_tail else ""))

@@ -1,0 +1,35 @@
+"""Golden outputs per cell, with provenance (engine version, recipe digest, date)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from dayzero import yamlfile
+
+
+@dataclass(frozen=True)
+class Golden:
+    cell: str
+    policy: dict
+    provenance: dict
+    outputs: dict[str, str]
+
+
+def golden_path(goldens_dir: Path, cell_id: str) -> Path:
+    return Path(goldens_dir) / f"{cell_id}.json"
+
+
+def load_golden(goldens_dir: Path, cell_id: str) -> Golden | None:
+    path = golden_path(goldens_dir, cell_id)
+    if not path.exists():
+        return None
+    return Golden(**yamlfile.load(path, "golden"))
+
+
+def save_golden(goldens_dir: Path, golden: Golden) -> Path:
+    path = golden_path(goldens_dir, golden.cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(golden.__dict__, indent=2, sort_keys=True) + "\n")
+    return path

@@ -1,0 +1,219 @@
+"""The matrix as data: hardware catalogue + model cards, expanded into cells.
+
+Everything here is pure after loading: the same files give the same cells in the same order.
+Unknown references and duplicate cells are `ConfigError`s raised before any test runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dayzero import yamlfile
+from dayzero.errors import ConfigError
+
+HARDWARE_FILE = "hardware.yaml"
+MODELS_DIR = "models"
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    vendor: str
+    memory_gb: float | None
+    accelerators_per_node: int | None
+    device_query: str
+    display_name: str = ""
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (model, hardware, mode, strategy[, options]) combination."""
+
+    model: str
+    hardware: str
+    mode: str
+    strategy: str
+    options: tuple[str, ...] = ()
+    published: str = "pending"  # verified | pending | unsupported, as its authors published it
+    reason: str = ""  # why a cell is unsupported
+    nodes: int = 1
+
+    @property
+    def id(self) -> str:
+        strategy = "+".join((self.strategy, *self.options))
+        return f"{self.model}/{self.hardware}/{self.mode}/{strategy}"
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return (self.model, self.hardware, self.mode, self.strategy, *self.options)
+
+    @property
+    def supported(self) -> bool:
+        return self.published != "unsupported"
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    model: str
+    path: Path
+    data: dict[str, Any] = field(compare=False, repr=False)
+
+    @property
+    def engine(self) -> dict[str, Any]:
+        return self.data["engine"]
+
+    def mode(self, name: str) -> dict[str, Any]:
+        return self.data["modes"][name]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    root: Path
+    hardware: dict[str, Hardware]
+    cards: dict[str, ModelCard]
+    cells: tuple[Cell, ...]
+
+    def cell(self, cell_id: str) -> Cell:
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(cell_id)
+
+    def card(self, cell: Cell) -> ModelCard:
+        return self.cards[cell.model]
+
+    @property
+    def marker_names(self) -> dict[str, str]:
+        """Every name usable with `-m`, with a description, whether or not a host can run it."""
+        names: dict[str, str] = {}
+        for hw in self.hardware.values():
+            names[hw.name] = f"hardware {hw.display_name or hw.name} ({hw.vendor})"
+        for card in self.cards.values():
+            names[card.model] = f"model {card.data.get('display_name', card.model)}"
+            for kind in ("modes", "strategies", "options"):
+                for name in card.data.get(kind) or {}:
+                    names.setdefault(name, f"{kind[:-1] if kind != 'strategies' else 'strategy'} {name}")
+        return names
+
+
+def _names(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def matches(when: dict[str, Any], cell: Cell) -> bool:
+    """Does a `when:` rule (unsupported, floors) select this cell? Every given key must match."""
+    for key, wanted in when.items():
+        if key == "nodes":
+            if cell.nodes != wanted:
+                return False
+        elif key == "option":
+            if not set(_names(wanted)) & set(cell.options):
+                return False
+        elif getattr(cell, key) not in _names(wanted):
+            return False
+    return True
+
+
+def load_hardware(path: Path) -> dict[str, Hardware]:
+    data = yamlfile.load(path, "hardware")
+    return {name: Hardware(name=name, **fields) for name, fields in data["hardware"].items()}
+
+
+def _check_refs(path: Path, where: list, names, known, what: str) -> None:
+    for i, name in enumerate(names):
+        if name not in known:
+            parts = [*where, i] if not isinstance(names, dict) else [*where, name]
+            line = yamlfile.line_of(path, parts)
+            raise ConfigError(
+                path,
+                yamlfile.format_path(parts),
+                f"unknown {what} {name!r}; expected one of {sorted(known)}"
+                + (f" (line {line})" if line else ""),
+            )
+
+
+def _validate_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> None:
+    modes, strategies, options = data["modes"], data["strategies"], data.get("options") or {}
+    _check_refs(path, ["hardware"], data["hardware"], hardware, "hardware")
+    for i, entry in enumerate(data["cells"]):
+        _check_refs(path, ["cells", i, "hardware"], entry["hardware"], data["hardware"], "hardware")
+        _check_refs(path, ["cells", i, "modes"], entry["modes"], modes, "mode")
+        _check_refs(path, ["cells", i, "strategies"], entry["strategies"], strategies, "strategy")
+        for j, combo in enumerate(entry.get("options", [])):
+            _check_refs(path, ["cells", i, "options", j], combo, options, "option")
+    for mode_name, mode in modes.items():
+        roles = mode.get("roles") or {}
+        for role_name, role in roles.items():
+            target = role.get("colocate")
+            if target and target not in roles:
+                _check_refs(
+                    path, ["modes", mode_name, "roles", role_name, "colocate"], [target], roles, "role"
+                )
+    for kind, layers in (("strategies", strategies), ("options", options)):
+        for name, layer in layers.items():
+            known_roles = {"server"} | {r for m in modes.values() for r in (m.get("roles") or {})}
+            _check_refs(path, [kind, name, "roles"], layer.get("roles", []), known_roles, "role")
+    for i, rule in enumerate(data.get("unsupported", [])):
+        for key, known in (
+            ("hardware", data["hardware"]),
+            ("mode", modes),
+            ("strategy", strategies),
+            ("option", options),
+        ):
+            if key in rule["when"]:
+                _check_refs(path, ["unsupported", i, "when", key], _names(rule["when"][key]), known, key)
+
+
+def expand_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> list[Cell]:
+    """The cells a card declares, in file order, with published statuses and unsupported reasons."""
+    _validate_card(path, data, hardware)
+    model = data["model"]
+    cells: dict[str, tuple[Cell, int]] = {}
+    for i, entry in enumerate(data["cells"]):
+        combos = [tuple(c) for c in entry.get("options", [[]])] or [()]
+        for hw, mode, strategy, opts in itertools.product(
+            entry["hardware"], entry["modes"], entry["strategies"], combos
+        ):
+            nodes = data["hardware"][hw].get("nodes", 1)
+            cell = Cell(model, hw, mode, strategy, opts, nodes=nodes)
+            if cell.id in cells:
+                raise ConfigError(
+                    path,
+                    f"cells[{i}]",
+                    f"duplicate cell {cell.id!r}: cells[{cells[cell.id][1]}] already declares it",
+                )
+            cells[cell.id] = (cell, i)
+    published = data.get("published", {})
+    for cell_id in published:
+        if cell_id not in cells:
+            raise ConfigError(path, f"published.{cell_id}", "no such cell in this card's cells")
+    out = []
+    for cell, _ in cells.values():
+        reason = next((r["reason"] for r in data.get("unsupported", []) if matches(r["when"], cell)), "")
+        status = "unsupported" if reason else published.get(cell.id, "pending")
+        out.append(Cell(**{**cell.__dict__, "published": status, "reason": reason}))
+    return out
+
+
+def load_matrix(root: Path) -> Matrix:
+    root = Path(root)
+    if not (root / HARDWARE_FILE).exists():
+        raise ConfigError(root, "", f"no {HARDWARE_FILE} (the hardware catalogue) in the matrix directory")
+    hardware = load_hardware(root / HARDWARE_FILE)
+    cards: dict[str, ModelCard] = {}
+    cells: list[Cell] = []
+    for path in sorted((root / MODELS_DIR).glob("*.yaml")):
+        data = yamlfile.load(path, "model_card")
+        if data["model"] in cards:
+            raise ConfigError(
+                path, "model", f"model {data['model']!r} is also declared in {cards[data['model']].path}"
+            )
+        cards[data["model"]] = ModelCard(data["model"], path, data)
+        cells.extend(expand_card(path, data, hardware))
+    if not cards:
+        raise ConfigError(root / MODELS_DIR, "", "no model cards (*.yaml) found")
+    return Matrix(root, hardware, cards, tuple(cells))

@@ -1,0 +1,200 @@
+"""Recipe rendering: cell + concrete hosts -> per-role env and command. Pure functions.
+
+A cell's *template* (argv and env with placeholders, per role) depends only on the matrix; its
+digest identifies the recipe in evidence, so a changed flag makes older evidence stale. Rendering
+fills the placeholders from the leased hosts: `{host}`, `{bind}`, `{port}`, `{rank}`, `{nnodes}`,
+`{dist_init_addr}`, `{tp}`, `{weights}`, `{role.<name>.host}`, `{role.<name>.port}` and the
+host's `vars`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dayzero.errors import ConfigError
+from dayzero.inventory import Host
+from dayzero.matrix import Cell, Matrix, ModelCard
+from dayzero.shell import exports, join
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
+DIST_INIT_PORT = 20000
+SERVER = "server"
+
+
+@dataclass(frozen=True)
+class RoleTemplate:
+    role: str
+    nodes: int
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    port: int
+    colocate: str | None = None
+    endpoint: bool = False
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One process to start: a role's rank on one host."""
+
+    role: str
+    rank: int
+    host: str
+    address: str
+    port: int
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    endpoint: bool
+
+    @property
+    def command(self) -> str:
+        return join(self.argv)
+
+    @property
+    def shell(self) -> str:
+        """What an operator would paste: quoted exports then the quoted command."""
+        return exports(dict(self.env)) + self.command
+
+
+@dataclass(frozen=True)
+class Recipe:
+    cell_id: str
+    digest: str
+    launches: tuple[Launch, ...]
+
+    @property
+    def endpoint(self) -> Launch:
+        return next(launch for launch in self.launches if launch.endpoint)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(launch.host for launch in self.launches))
+
+
+def _strs(values) -> tuple[str, ...]:
+    return tuple(str(v) for v in values or ())
+
+
+def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
+    """The cell's roles before any host is known: base recipe + hardware + mode + strategy + options."""
+    data = card.data
+    hw = data["hardware"][cell.hardware]
+    mode = data["modes"][cell.mode]
+    base_port = data["recipe"].get("port", 8000)
+    roles = mode.get("roles") or {SERVER: {"endpoint": True}}
+    layers = [data["strategies"][cell.strategy]] + [data["options"][o] for o in cell.options]
+    out = []
+    for name, spec in roles.items():
+        own = "command" in spec
+        argv = list(_strs(spec["command"])) if own else list(_strs(data["recipe"]["command"]))
+        env = {
+            **data["recipe"].get("env", {}),
+            **hw.get("env", {}),
+            **mode.get("env", {}),
+            **spec.get("env", {}),
+        }
+        if not own:
+            argv += _strs(hw.get("args")) + _strs(mode.get("args")) + _strs(spec.get("args"))
+            for layer in layers:
+                if name in layer.get("roles", [name]):
+                    argv += _strs(layer.get("args"))
+                    env.update(layer.get("env", {}))
+        elif spec.get("args"):
+            argv += _strs(spec["args"])
+        nodes = 1 if spec.get("colocate") or own else spec.get("nodes", cell.nodes)
+        if nodes > 1:
+            argv += _strs(card.engine.get("multinode_args"))
+        out.append(
+            RoleTemplate(
+                role=name,
+                nodes=nodes,
+                argv=tuple(argv),
+                env=tuple((k, str(v)) for k, v in env.items()),
+                port=spec.get("port", base_port),
+                colocate=spec.get("colocate"),
+                endpoint=spec.get("endpoint", len(roles) == 1),
+            )
+        )
+    return tuple(out)
+
+
+def digest(card: ModelCard, cell: Cell) -> str:
+    payload = {
+        "engine": card.engine.get("name"),
+        "weights": card.data.get("weights"),
+        "roles": [t.__dict__ for t in templates(card, cell)],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:16]
+
+
+def hosts_needed(card: ModelCard, cell: Cell) -> int:
+    return sum(t.nodes for t in templates(card, cell) if not t.colocate)
+
+
+def _substitute(text: str, values: dict[str, str], where: str, card: ModelCard) -> str:
+    def one(match: re.Match) -> str:
+        key = match.group(1)
+        if key not in values:
+            raise ConfigError(
+                card.path,
+                where,
+                f"unknown placeholder {{{key}}}; known here: {', '.join(sorted(values))}",
+            )
+        return values[key]
+
+    return PLACEHOLDER.sub(one, text)
+
+
+def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int = 0) -> Recipe:
+    """Fill the cell's templates with concrete hosts (in role order; colocated roles share)."""
+    card = matrix.card(cell)
+    temps = templates(card, cell)
+    need = sum(t.nodes for t in temps if not t.colocate)
+    if len(hosts) != need:
+        raise ValueError(f"{cell.id} needs {need} host(s), got {len(hosts)}")
+    placed: dict[str, list[Host]] = {}
+    cursor = 0
+    for t in temps:
+        if not t.colocate:
+            placed[t.role] = list(hosts[cursor : cursor + t.nodes])
+            cursor += t.nodes
+    for t in temps:
+        if t.colocate:
+            placed[t.role] = placed[t.colocate][:1]
+    shared = {}
+    for t in temps:
+        shared[f"role.{t.role}.host"] = placed[t.role][0].address
+        shared[f"role.{t.role}.port"] = str(t.port + port_offset)
+    launches = []
+    for t in temps:
+        role_hosts = placed[t.role]
+        for rank, host in enumerate(role_hosts):
+            values = {
+                **shared,
+                **host.var,
+                "host": host.address,
+                "port": str(t.port + port_offset),
+                "rank": str(rank),
+                "nnodes": str(len(role_hosts)),
+                "dist_init_addr": f"{role_hosts[0].address}:{DIST_INIT_PORT + port_offset}",
+                "tp": str(sum(h.accelerators for h in role_hosts)),
+            }
+            values["bind"] = _substitute(card.engine.get("bind", "0.0.0.0"), values, "engine.bind", card)
+            values["weights"] = _substitute(card.data.get("weights", ""), values, "weights", card)
+            where = f"modes.{cell.mode} ({t.role})"
+            launches.append(
+                Launch(
+                    role=t.role,
+                    rank=rank,
+                    host=host.name,
+                    address=host.address,
+                    port=t.port + port_offset,
+                    argv=tuple(_substitute(a, values, where, card) for a in t.argv),
+                    env=tuple((k, _substitute(v, values, where, card)) for k, v in t.env),
+                    endpoint=t.endpoint and rank == 0,
+                )
+            )
+    return Recipe(cell.id, digest(card, cell), tuple(launches))

@@ -1,0 +1,1 @@
+"""Report writers: acceptance table (and, later, the Allure HTML report)."""

@@ -1,0 +1,18 @@
+"""Transports run shell commands on a host; `open_transport` picks one from the inventory."""
+
+from __future__ import annotations
+
+from dayzero.inventory import Host, Inventory
+from dayzero.transport.base import CommandResult, RemoteProcess, Transport
+
+__all__ = ["CommandResult", "RemoteProcess", "Transport", "open_transport"]
+
+
+def open_transport(host: Host, inventory: Inventory | None = None) -> Transport:
+    if host.transport == "local":
+        from dayzero.transport.local import LocalTransport
+
+        return LocalTransport(host)
+    from dayzero.transport.ssh import SSHTransport
+
+    return SSHTransport(host, inventory)

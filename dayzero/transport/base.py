@@ -1,0 +1,114 @@
+"""What every transport offers, and the process-group handling built on top of `run`.
+
+A transport only needs `run` (a shell command with a wall-clock deadline), `put` and `get`.
+Background processes, their process groups and log tails are plain shell on the host, so the
+local and SSH paths kill processes the same way: by group, from a separate command.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+
+from dayzero.errors import CommandTimeout, InfrastructureError
+from dayzero.inventory import Host
+from dayzero.shell import exports, quote
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command: str
+    exit_status: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+@dataclass(frozen=True)
+class RemoteProcess:
+    """A background process group on a host, started by `Transport.start`."""
+
+    host: str
+    pgid: int
+    log_path: str
+
+
+class Transport(abc.ABC):
+    host: Host
+
+    @abc.abstractmethod
+    def run(self, command: str, *, timeout: float, stdin: bytes | None = None) -> CommandResult:
+        """Run `command` with the host's shell; raise CommandTimeout past `timeout` seconds."""
+
+    @abc.abstractmethod
+    def put(self, local: Path, remote: str) -> None: ...
+
+    @abc.abstractmethod
+    def get(self, remote: str, local: Path) -> None: ...
+
+    def close(self) -> None:  # noqa: B027 - optional for transports without a connection
+        """Release the connection; background processes are not touched."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- built on run(): identical for every transport -------------------------------------
+
+    def check(self, command: str, *, timeout: float = 60) -> CommandResult:
+        result = self.run(command, timeout=timeout)
+        if not result.ok:
+            raise InfrastructureError(
+                f"{self.host.name}: `{command}` exited {result.exit_status}: {result.stderr.strip()[-500:]}"
+            )
+        return result
+
+    def start(
+        self, command: str, *, env: dict[str, str], log_path: str, setup: str = "", cwd: str | None = None
+    ) -> RemoteProcess:
+        """Start `command` in a new session (its own process group) writing to `log_path`.
+
+        `setsid` makes the background shell the leader of a new group, so its pid is the pgid
+        and one `kill -- -pgid` reaches every child the engine forks.
+        """
+        inner = (f"{setup}\n" if setup else "") + exports(env) + f"exec {command}"
+        cd = f"cd {quote(cwd)} || exit 1; " if cwd else ""
+        # `;` not `&&` before setsid: `a && b &` would background the whole list in a subshell
+        # that keeps our stdout pipe open until the server exits.
+        wrapper = (
+            f'mkdir -p "$(dirname {quote(log_path)})" || exit 1; {cd}'
+            f"setsid bash -c {quote(inner)} > {quote(log_path)} 2>&1 < /dev/null & echo $!"
+        )
+        result = self.check(wrapper, timeout=30)
+        try:
+            pgid = int(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise InfrastructureError(
+                f"{self.host.name}: could not start process: {result.stdout!r}"
+            ) from None
+        return RemoteProcess(self.host.name, pgid, log_path)
+
+    def alive(self, proc: RemoteProcess) -> bool:
+        return self.run(f"kill -0 -- -{proc.pgid} 2>/dev/null", timeout=15).ok
+
+    def kill(self, proc: RemoteProcess, grace: float = 10.0) -> None:
+        """TERM the group, wait up to `grace` seconds, then KILL whatever is left."""
+        pg = f"-{proc.pgid}"
+        script = (
+            f"kill -TERM -- {pg} 2>/dev/null || exit 0; "
+            f"for i in $(seq {int(grace * 10)}); do kill -0 -- {pg} 2>/dev/null || exit 0; sleep 0.1; done; "
+            f"kill -KILL -- {pg} 2>/dev/null; sleep 0.2; exit 0"
+        )
+        self.run(script, timeout=grace + 15)
+
+    def tail(self, path: str, lines: int = 60) -> str:
+        try:
+            return self.run(f"tail -n {int(lines)} {quote(path)} 2>/dev/null", timeout=15).stdout
+        except (InfrastructureError, CommandTimeout):
+            return ""
