@@ -25,6 +25,12 @@ from dayzero.report.acceptance import write_acceptance
 MATRIX_KEY = pytest.StashKey[Matrix]()
 INVENTORY_KEY = pytest.StashKey[Inventory]()
 RUN_ID_KEY = pytest.StashKey[str]()
+DEFAULTS = {
+    "dayzero_hosts": "hosts/local.yaml",
+    "dayzero_matrix": "matrix",
+    "dayzero_reports": "reports",
+    "dayzero_goldens": "suites/goldens",
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,13 +38,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--hosts",
         dest="dayzero_hosts",
-        default="hosts/local.yaml",
+        default=DEFAULTS["dayzero_hosts"],
         help="inventory of lab hosts (default: hosts/local.yaml, the embedded CPU host)",
     )
     group.addoption(
         "--matrix",
         dest="dayzero_matrix",
-        default="matrix",
+        default=DEFAULTS["dayzero_matrix"],
         help="matrix directory: hardware.yaml and models/*.yaml (default: matrix)",
     )
     group.addoption(
@@ -50,13 +56,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--reports",
         dest="dayzero_reports",
-        default="reports",
+        default=DEFAULTS["dayzero_reports"],
         help="where evidence, raw records, logs and acceptance.md go (default: reports)",
     )
     group.addoption(
         "--goldens",
         dest="dayzero_goldens",
-        default="suites/goldens",
+        default=DEFAULTS["dayzero_goldens"],
         help="golden outputs directory (default: suites/goldens)",
     )
     group.addoption(
@@ -76,8 +82,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _path(config: pytest.Config, option: str) -> Path:
-    value = Path(config.getoption(option))
-    return value if value.is_absolute() else Path(config.invocation_params.dir) / value
+    """Defaults are relative to the rootdir (the repository); given paths to where pytest ran."""
+    given = config.getoption(option)
+    value = Path(given)
+    if value.is_absolute():
+        return value
+    base = config.rootpath if given == DEFAULTS[option] else Path(config.invocation_params.dir)
+    return base / value
 
 
 def _runs_suites(config: pytest.Config) -> bool:
@@ -92,6 +103,10 @@ def _runs_suites(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("dayzero_matrix") == DEFAULTS["dayzero_matrix"] and not _path(
+        config, "dayzero_matrix"
+    ).is_dir():
+        return  # not a dayzero checkout: stay out of the way
     try:
         matrix = load_matrix(_path(config, "dayzero_matrix"))
         inventory = load_inventory(_path(config, "dayzero_hosts"), set(matrix.hardware))
@@ -120,7 +135,7 @@ def cell_param(cell: Cell):
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "cell" in metafunc.fixturenames:
+    if "cell" in metafunc.fixturenames and MATRIX_KEY in metafunc.config.stash:
         matrix = metafunc.config.stash[MATRIX_KEY]
         metafunc.parametrize("cell", [cell_param(c) for c in matrix.cells])
 
@@ -147,7 +162,7 @@ def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell) -> str:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
-    if not config.getoption("dayzero_dry_run"):
+    if not config.getoption("dayzero_dry_run") or MATRIX_KEY not in config.stash:
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
     matrix, inventory = config.stash[MATRIX_KEY], config.stash[INVENTORY_KEY]
@@ -225,7 +240,7 @@ def run_cell_checked(dayzero_context: RunContext):
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     skip = config.getoption("dayzero_dry_run") or config.option.collectonly
-    if hasattr(config, "workerinput") or skip or not _runs_suites(config):
+    if hasattr(config, "workerinput") or skip or MATRIX_KEY not in config.stash or not _runs_suites(config):
         return
     try:
         path = write_acceptance(config.stash[MATRIX_KEY], _path(config, "dayzero_reports"))

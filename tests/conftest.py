@@ -1,0 +1,83 @@
+"""Shared helpers for dayzero's own tests: small matrices and inventories written to tmp dirs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dayzero.engine import model_path, server_binary
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write_yaml(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def matrix_dir(tmp_path: Path) -> Path:
+    """A copy of the repository's matrix that a test may break."""
+    dest = tmp_path / "matrix"
+    shutil.copytree(REPO / "matrix", dest)
+    return dest
+
+
+def fake_card(command: list[str], port: int, *, model: str = "fake", health: str = "/health") -> dict:
+    """A one-cell cpu model card whose server is `command` (for deployment fault tests)."""
+    return {
+        "model": model,
+        "engine": {"name": "fake", "health_path": health, "bind": "{host}"},
+        "recipe": {"port": port, "command": command},
+        "hardware": {"cpu": {"nodes": 1}},
+        "modes": {"low_latency": {"concurrency": 1}},
+        "strategies": {"baseline": {}},
+        "cells": [{"hardware": ["cpu"], "modes": ["low_latency"], "strategies": ["baseline"]}],
+    }
+
+
+@pytest.fixture
+def local_inventory(tmp_path: Path):
+    """Write an inventory with one local cpu host whose workdir is in tmp_path."""
+
+    def make(**fields) -> Path:
+        host = {
+            "transport": "local", "address": "127.0.0.1", "hardware": "cpu", "accelerators": 1,
+            "workdir": str(tmp_path / "work"),
+            "engine_setup": f'export PATH="{server_binary().parent}:$PATH"',
+            "vars": {"model_root": str(model_path().parent)},
+        }
+        host.update(fields)
+        return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"local": host}})
+
+    return make
+
+
+def engine_ready() -> bool:
+    return server_binary().exists() and model_path().exists()
+
+
+needs_engine = pytest.mark.skipif(
+    not engine_ready() and not os.environ.get("CI"),
+    reason="llama-server not built: run tools/build-engine (CI builds it; there this test never skips)",
+)
+
+
+def run_pytest(*args: str, cwd: Path = REPO, timeout: float = 900, env: dict | None = None):
+    """Run pytest on the repository's suites in a subprocess, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )
+
+
+def processes_matching(needle: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if needle in line and "ps -eo" not in line]

@@ -1,0 +1,58 @@
+"""Golden policies and probe checks, on texts like the ones llama.cpp returns."""
+
+from __future__ import annotations
+
+import pytest
+
+from dayzero.checks.correctness import (
+    GoldenPolicy,
+    check_golden,
+    check_probe,
+    compare,
+    printable_ratio,
+    repetition_ratio,
+)
+
+SINGLE = "The capital of France is Paris."
+BATCHED = "The capital of France is Paris, a city known for art."
+
+
+def test_exact_policy_shows_a_diff():
+    ok, message = compare(GoldenPolicy("exact"), SINGLE, BATCHED)
+    assert not ok and "-The capital of France is Paris." in message
+    assert compare(GoldenPolicy("exact"), SINGLE, SINGLE)[0]
+
+
+@pytest.mark.parametrize("n, expected", [(4, True), (6, True), (7, False), (8, False)])
+def test_first_n_tokens(n, expected):
+    # "The capital of France is Paris" then "." versus ",": the texts agree on 6 tokens only
+    ok, message = compare(GoldenPolicy("first_n_tokens", n=n), SINGLE, BATCHED)
+    assert ok is expected
+    assert f"first {n} tokens" in message
+
+
+def test_similarity_policy_threshold():
+    assert compare(GoldenPolicy("similarity", min_ratio=0.6), SINGLE, BATCHED)[0]
+    ok, message = compare(GoldenPolicy("similarity", min_ratio=0.95), SINGLE, BATCHED)
+    assert not ok and "< 0.95" in message
+
+
+def test_contains_policy():
+    assert compare(GoldenPolicy("contains"), "Paris", BATCHED)[0]
+    assert not compare(GoldenPolicy("contains"), "Lyon", BATCHED)[0]
+
+
+def test_missing_golden_fails_and_says_so():
+    result = check_golden(GoldenPolicy("exact"), "capital", None, SINGLE)
+    assert not result.passed and "no golden" in result.message
+
+
+def test_probe_expectations_printable_and_repetition():
+    probe = {"id": "capital", "prompt": "?", "expect_contains": ["Paris"]}
+    assert check_probe(probe, SINGLE, None).passed
+    assert "missing ['Paris']" in check_probe(probe, "Lyon.", None).message
+    assert "request failed" in check_probe(probe, "", "HTTP 500").message
+    looping = "Paris is nice. " * 30
+    assert repetition_ratio(looping) >= 0.25 and not check_probe(probe, looping, None).passed
+    assert printable_ratio("\x00\x01\x02ab") < 0.85
+    assert not check_probe(probe, "Paris\x00\x00\x00\x00\x00\x00", None).passed

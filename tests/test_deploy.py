@@ -1,0 +1,89 @@
+"""Deployments tear down on every exit path: early exit, never ready, success.
+
+The "never ready" server is `sleep` (a real process that never listens); the early-exit server
+is the real llama-server given a model file that does not exist.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+
+import pytest
+
+from dayzero.cellrun import RunContext, new_run_id, run_cell
+from dayzero.inventory import load_inventory
+from dayzero.matrix import load_matrix
+
+from .conftest import REPO, fake_card, needs_engine, processes_matching, write_yaml
+
+
+def context(tmp_path, card: dict, inventory_path, ready_deadline=60.0) -> RunContext:
+    mdir = tmp_path / "matrix"
+    (mdir / "models").mkdir(parents=True)
+    shutil.copy(REPO / "matrix" / "hardware.yaml", mdir / "hardware.yaml")
+    write_yaml(mdir / "models" / f"{card['model']}.yaml", card)
+    matrix = load_matrix(mdir)
+    return RunContext(matrix, load_inventory(inventory_path, set(matrix.hardware)), tmp_path / "reports",
+                      tmp_path / "goldens", new_run_id(), ready_deadline=ready_deadline, lease_wait=30,
+                      say=lambda m: None)
+
+
+def pgid_alive(pgid: int) -> bool:
+    return subprocess.run(["kill", "-0", "--", f"-{pgid}"], capture_output=True).returncode == 0
+
+
+def test_never_ready_hits_the_deadline_and_kills_the_group(tmp_path, local_inventory):
+    marker = str(random.randint(100000, 999999))
+    card = fake_card(["bash", "-c", f"sleep {marker}; sleep 1"], port=18500)
+    ctx = context(tmp_path, card, local_inventory(), ready_deadline=3)
+    outcome = run_cell(ctx, ctx.matrix.cells[0])
+    assert outcome.verdict == "failed"
+    assert "not ready within the 3s deadline" in outcome.error and "127.0.0.1:18500/health" in outcome.error
+    assert not processes_matching(f"sleep {marker}"), "the server's process group must be killed"
+    doc = json.loads(outcome.evidence_path.read_text())
+    assert doc["verdict"] == "failed" and "deadline" in doc["error"]
+    assert not list((tmp_path / "work" / "leases").glob("slot-*")), "lease released"
+
+
+@needs_engine
+def test_early_exit_fails_fast_with_the_log_tail(tmp_path, local_inventory):
+    card = fake_card(["llama-server", "--model", "/nonexistent/model.gguf", "--host", "{bind}",
+                      "--port", "{port}"], port=18501)
+    ctx = context(tmp_path, card, local_inventory(), ready_deadline=120)
+    outcome = run_cell(ctx, ctx.matrix.cells[0])
+    assert outcome.verdict == "failed"
+    assert "exited before the server became ready" in outcome.error
+    assert "/nonexistent/model.gguf" in outcome.error, "the server log tail explains why"
+    assert not processes_matching("/nonexistent/model.gguf")
+    logs = json.loads(outcome.evidence_path.read_text())["logs"]
+    assert logs and (ctx.reports_dir / logs[0]).exists()
+
+
+def test_engine_missing_is_infrastructure(tmp_path, local_inventory):
+    from dayzero.errors import InfrastructureError
+
+    card = fake_card(["sleep", "1"], port=18502)
+    card["engine"]["version_command"] = "no-such-engine --version"
+    ctx = context(tmp_path, card, local_inventory())
+    with pytest.raises(InfrastructureError, match="engine not usable"):
+        run_cell(ctx, ctx.matrix.cells[0])
+    doc = json.loads(next((ctx.reports_dir / "evidence").glob("*.json")).read_text())
+    assert doc["verdict"] == "broken"
+
+
+def test_port_in_use_is_refused_before_launch(tmp_path, local_inventory):
+    import socket
+
+    from dayzero.errors import InfrastructureError
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        card = fake_card(["sleep", "30"], port=port)
+        ctx = context(tmp_path, card, local_inventory())
+        with pytest.raises(InfrastructureError, match=f"port {port} .* already in use"):
+            run_cell(ctx, ctx.matrix.cells[0])

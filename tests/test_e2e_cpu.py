@@ -1,0 +1,102 @@
+"""The embedded default end to end: real llama-server, real SmolLM2, real pytest runs.
+
+These tests share the local host's lease with any other dayzero run on this machine (same
+workdir), so concurrent runs wait for each other instead of fighting over the port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import REPO, needs_engine, run_pytest
+
+pytestmark = [pytest.mark.e2e, needs_engine]
+
+
+def test_every_cpu_cell_runs_green(tmp_path):
+    reports = tmp_path / "reports"
+    result = run_pytest("-m", "cpu", "-q", "-rA", f"--reports={reports}", timeout=1200)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "4 passed" in result.stdout
+
+    docs = [json.loads(p.read_text()) for p in (reports / "evidence").glob("*.json")]
+    assert sorted(d["cell"] for d in docs) == [
+        "smollm2-135m/cpu/high_throughput/baseline", "smollm2-135m/cpu/high_throughput/ngram_spec",
+        "smollm2-135m/cpu/low_latency/baseline", "smollm2-135m/cpu/low_latency/ngram_spec",
+    ]
+    for doc in docs:
+        assert doc["verdict"] == "passed" and doc["engine"]["version"].startswith("llama-cpp-python 0.3.36")
+        kinds = {c["kind"] for c in doc["checks"]}
+        assert {"correctness", "performance"} <= kinds
+        perf = [c for c in doc["checks"] if c["kind"] == "performance"]
+        assert all(c["measured"] > 0 for c in perf)
+        for rel in doc["records"] + doc["logs"]:
+            assert (reports / rel).stat().st_size > 0
+        assert "--port" in doc["recipe"]["launches"][0]["command"]
+
+    table = (reports / "acceptance.md").read_text()
+    for doc in docs:
+        assert re.search(rf"\| `{re.escape(doc['cell'])}` \| Verified \|", table)
+
+    results = [json.loads(p.read_text()) for p in (reports / "allure-results").glob("*-result.json")]
+    assert len(results) == 4
+    labels = {(lab["name"], lab["value"]) for r in results for lab in r["labels"]}
+    assert {("epic", "smollm2-135m"), ("feature", "cpu"), ("story", "high_throughput")} <= labels
+    attachments = {a["name"] for r in results for a in r.get("attachments", [])}
+    assert {"rendered commands", "evidence"} <= attachments
+    assert any(name.startswith("server log tail") for name in attachments)
+
+
+def _wait_for(proc, pattern, timeout):
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if (m := re.search(pattern, line)):
+            return m, seen
+    raise AssertionError(f"no {pattern!r} within {timeout}s:\n{''.join(seen)[-3000:]}")
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_interrupt_mid_cell_leaves_no_process_and_no_lease(tmp_path, how):
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-m", "cpu and high_throughput and baseline",
+         f"--reports={reports}"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+    )
+    try:
+        started, _ = _wait_for(proc, r"started server\[0\] on local \(pgid (\d+)\)", 600)
+        _wait_for(proc, r"ready after", 120)
+        time.sleep(1.0)  # inside the probes/measurement phase
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)  # what a terminal does: the whole foreground group
+        else:
+            proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    pgid = int(started.group(1))
+    alive = subprocess.run(["kill", "-0", "--", f"-{pgid}"], capture_output=True).returncode == 0
+    assert not alive, f"llama-server group {pgid} survived {how}"
+    assert proc.returncode != 0
+    from dayzero.engine import cache_root
+
+    for owner in (cache_root() / "work" / "leases").glob("slot-*/owner.json"):
+        assert str(reports) not in owner.read_text()
+        assert json.loads(owner.read_text())["pid"] != proc.pid, "lease of the interrupted run released"
+    docs = [json.loads(p.read_text()) for p in (reports / "evidence").glob("*.json")]
+    assert docs and docs[0]["verdict"] == "broken", "the interrupted cell keeps its evidence"

@@ -1,0 +1,68 @@
+"""The plugin as a user meets it: pytest on the repository's suites, in a subprocess."""
+
+from __future__ import annotations
+
+import yaml
+
+from .conftest import REPO, run_pytest
+
+
+def test_collect_b300_lists_kimi_cells():
+    result = run_pytest("--collect-only", "-q", "-m", "b300")
+    assert result.returncode == 0, result.stderr
+    ids = [line for line in result.stdout.splitlines() if "test_cell[" in line]
+    assert len(ids) == 20
+    assert "suites/test_cells.py::test_cell[kimi-k3.1-pro/b300/balanced/dflash]" in ids
+    assert all("/b300/" in i for i in ids)
+
+
+def test_marker_expressions_combine():
+    result = run_pytest("--collect-only", "-q", "-m", "cpu and high_throughput")
+    ids = [line for line in result.stdout.splitlines() if "test_cell[" in line]
+    assert sorted(ids) == [
+        "suites/test_cells.py::test_cell[smollm2-135m/cpu/high_throughput/baseline]",
+        "suites/test_cells.py::test_cell[smollm2-135m/cpu/high_throughput/ngram_spec]",
+    ]
+    result = run_pytest("--collect-only", "-q", "-m", "kimi-k3.1-pro and wideep and h200")
+    assert result.returncode == 0 and "h200/pd_balanced/baseline+wideep" in result.stdout
+
+
+def test_b300_without_hosts_is_skipped_naming_the_inventory():
+    result = run_pytest("-q", "-rs", "-m", "b300")
+    assert result.returncode == 0, result.stdout
+    assert "no host with hardware 'b300' in inventory" in result.stdout
+    assert "hosts/local.yaml" in result.stdout
+    assert "20 skipped" in result.stdout
+
+
+def test_dry_run_prints_commands_for_each_cell():
+    result = run_pytest("-q", "-m", "b300", "--dry-run", "--hosts", "hosts/lab.example.yaml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert out.count("== kimi-k3.1-pro/b300/") == 20
+    serve = [line for line in out.splitlines() if "sglang serve" in line]
+    assert serve and all("--tp 8" in line for line in serve)
+    assert "# server[0] on b300-01 (10.20.0.11)" in out
+    assert "unsupported: WideEP" in out
+    assert "needs 2 host(s) with hardware 'b300'" in out or "prefill[0] on b300-01" in out
+    assert "passed" not in out and "failed" not in out
+
+
+def test_malformed_matrix_fails_before_any_test(tmp_path):
+    mdir = tmp_path / "matrix"
+    (mdir / "models").mkdir(parents=True)
+    (mdir / "hardware.yaml").write_text((REPO / "matrix" / "hardware.yaml").read_text())
+    card = yaml.safe_load((REPO / "matrix" / "models" / "smollm2-135m.yaml").read_text())
+    card["cells"][0]["hardware"] = ["cpu", "gpu9000"]
+    (mdir / "models" / "smollm2-135m.yaml").write_text(yaml.safe_dump(card))
+    result = run_pytest("-q", "-m", "cpu", "--matrix", str(mdir))
+    assert result.returncode == 4  # usage error: nothing ran
+    assert "smollm2-135m.yaml: cells[0].hardware[1]: unknown hardware 'gpu9000'" in result.stderr
+    assert "passed" not in result.stdout
+
+
+def test_unknown_marker_is_rejected_under_strict_markers():
+    """Only names from the matrix are registered: a typo in -m is an error, not an empty run."""
+    result = run_pytest("--collect-only", "-q", "-m", "b3000")
+    assert result.returncode == 4
+    assert "Unknown marker(s) in '-m' expression: b3000" in result.stderr
