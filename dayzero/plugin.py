@@ -103,9 +103,10 @@ def _runs_suites(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("dayzero_matrix") == DEFAULTS["dayzero_matrix"] and not _path(
-        config, "dayzero_matrix"
-    ).is_dir():
+    if (
+        config.getoption("dayzero_matrix") == DEFAULTS["dayzero_matrix"]
+        and not _path(config, "dayzero_matrix").is_dir()
+    ):
         return  # not a dayzero checkout: stay out of the way
     try:
         matrix = load_matrix(_path(config, "dayzero_matrix"))
@@ -186,8 +187,16 @@ def dayzero_context(request: pytest.FixtureRequest):
     run_id = os.environ.get("DAYZERO_RUN_ID") or getattr(config, "workerinput", {}).get("dayzero_run_id")
     tr = config.pluginmanager.get_plugin("terminalreporter")
 
+    capman = config.pluginmanager.get_plugin("capturemanager")
+
     def say(message: str) -> None:
-        if tr is not None and worker == "master":
+        """Progress goes to the terminal live, past output capture (as pytest's live logs do)."""
+        if tr is None or worker != "master":
+            return
+        if capman is None:
+            tr.write_line(f"[dayzero] {message}")
+            return
+        with capman.global_and_fixture_disabled():
             tr.write_line(f"[dayzero] {message}")
 
     ctx = RunContext(

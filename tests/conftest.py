@@ -49,7 +49,10 @@ def local_inventory(tmp_path: Path):
 
     def make(**fields) -> Path:
         host = {
-            "transport": "local", "address": "127.0.0.1", "hardware": "cpu", "accelerators": 1,
+            "transport": "local",
+            "address": "127.0.0.1",
+            "hardware": "cpu",
+            "accelerators": 1,
             "workdir": str(tmp_path / "work"),
             "engine_setup": f'export PATH="{server_binary().parent}:$PATH"',
             "vars": {"model_root": str(model_path().parent)},
@@ -74,7 +77,11 @@ def run_pytest(*args: str, cwd: Path = REPO, timeout: float = 900, env: dict | N
     """Run pytest on the repository's suites in a subprocess, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:randomly", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 

@@ -26,9 +26,16 @@ def context(tmp_path, card: dict, inventory_path, ready_deadline=60.0) -> RunCon
     shutil.copy(REPO / "matrix" / "hardware.yaml", mdir / "hardware.yaml")
     write_yaml(mdir / "models" / f"{card['model']}.yaml", card)
     matrix = load_matrix(mdir)
-    return RunContext(matrix, load_inventory(inventory_path, set(matrix.hardware)), tmp_path / "reports",
-                      tmp_path / "goldens", new_run_id(), ready_deadline=ready_deadline, lease_wait=30,
-                      say=lambda m: None)
+    return RunContext(
+        matrix,
+        load_inventory(inventory_path, set(matrix.hardware)),
+        tmp_path / "reports",
+        tmp_path / "goldens",
+        new_run_id(),
+        ready_deadline=ready_deadline,
+        lease_wait=30,
+        say=lambda m: None,
+    )
 
 
 def pgid_alive(pgid: int) -> bool:
@@ -50,8 +57,10 @@ def test_never_ready_hits_the_deadline_and_kills_the_group(tmp_path, local_inven
 
 @needs_engine
 def test_early_exit_fails_fast_with_the_log_tail(tmp_path, local_inventory):
-    card = fake_card(["llama-server", "--model", "/nonexistent/model.gguf", "--host", "{bind}",
-                      "--port", "{port}"], port=18501)
+    card = fake_card(
+        ["llama-server", "--model", "/nonexistent/model.gguf", "--host", "{bind}", "--port", "{port}"],
+        port=18501,
+    )
     ctx = context(tmp_path, card, local_inventory(), ready_deadline=120)
     outcome = run_cell(ctx, ctx.matrix.cells[0])
     assert outcome.verdict == "failed"

@@ -29,8 +29,10 @@ def test_every_cpu_cell_runs_green(tmp_path):
 
     docs = [json.loads(p.read_text()) for p in (reports / "evidence").glob("*.json")]
     assert sorted(d["cell"] for d in docs) == [
-        "smollm2-135m/cpu/high_throughput/baseline", "smollm2-135m/cpu/high_throughput/ngram_spec",
-        "smollm2-135m/cpu/low_latency/baseline", "smollm2-135m/cpu/low_latency/ngram_spec",
+        "smollm2-135m/cpu/high_throughput/baseline",
+        "smollm2-135m/cpu/high_throughput/ngram_spec",
+        "smollm2-135m/cpu/low_latency/baseline",
+        "smollm2-135m/cpu/low_latency/ngram_spec",
     ]
     for doc in docs:
         assert doc["verdict"] == "passed" and doc["engine"]["version"].startswith("llama-cpp-python 0.3.36")
@@ -63,7 +65,7 @@ def _wait_for(proc, pattern, timeout):
         if not line:
             break
         seen.append(line)
-        if (m := re.search(pattern, line)):
+        if m := re.search(pattern, line):
             return m, seen
     raise AssertionError(f"no {pattern!r} within {timeout}s:\n{''.join(seen)[-3000:]}")
 
@@ -72,10 +74,21 @@ def _wait_for(proc, pattern, timeout):
 def test_interrupt_mid_cell_leaves_no_process_and_no_lease(tmp_path, how):
     reports = tmp_path / "reports"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-m", "cpu and high_throughput and baseline",
-         f"--reports={reports}"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-m",
+            "cpu and high_throughput and baseline",
+            f"--reports={reports}",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
     )
     try:
         started, _ = _wait_for(proc, r"started server\[0\] on local \(pgid (\d+)\)", 600)

@@ -47,10 +47,22 @@ def test_inventory_errors_name_file_and_field(tmp_path):
 @pytest.fixture
 def hosts(tmp_path):
     def make(n=2, slots=1):
-        path = write_yaml(tmp_path / "inv.yaml", {"hosts": {
-            f"h{i}": {"transport": "local", "hardware": "cpu", "slots": slots,
-                      "workdir": str(tmp_path / f"w{i}")} for i in range(n)}})
+        path = write_yaml(
+            tmp_path / "inv.yaml",
+            {
+                "hosts": {
+                    f"h{i}": {
+                        "transport": "local",
+                        "hardware": "cpu",
+                        "slots": slots,
+                        "workdir": str(tmp_path / f"w{i}"),
+                    }
+                    for i in range(n)
+                }
+            },
+        )
         return load_inventory(path, {"cpu"}).hosts
+
     return make
 
 
@@ -98,8 +110,16 @@ def test_all_or_none_and_bounded_wait(hosts):
     blocker = try_acquire(transports["h1"], "other", "c", "w")
     waits = []
     with pytest.raises(InfrastructureError, match=r"no 2 free host\(s\) for cell/pd within 1s.*h1: .*other"):
-        acquire_all([h0, h1], 2, lambda h: transports[h.name], run_id="me", cell_id="cell/pd",
-                    worker="w", wait=1, on_wait=waits.append)
+        acquire_all(
+            [h0, h1],
+            2,
+            lambda h: transports[h.name],
+            run_id="me",
+            cell_id="cell/pd",
+            worker="w",
+            wait=1,
+            on_wait=waits.append,
+        )
     assert waits and "waits for 2 free host(s)" in waits[0]
     # h0 was not kept while waiting: another cell can take it right now
     assert try_acquire(transports["h0"], "third", "c", "w").slot == 0
@@ -116,16 +136,19 @@ def test_two_cells_needing_both_hosts_do_not_deadlock(hosts):
     def cell(name, order):
         transports = {h.name: LocalTransport(h) for h in (h0, h1)}
         try:
-            got = acquire_all(order, 2, lambda h: transports[h.name], run_id=name, cell_id=name,
-                              worker=name, wait=60)
+            got = acquire_all(
+                order, 2, lambda h: transports[h.name], run_id=name, cell_id=name, worker=name, wait=60
+            )
             results.append(name)
             for lease in got:
                 release(transports[lease.host.name], lease)
         except InfrastructureError as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=cell, args=("a", [h0, h1])),
-               threading.Thread(target=cell, args=("b", [h1, h0]))]
+    threads = [
+        threading.Thread(target=cell, args=("a", [h0, h1])),
+        threading.Thread(target=cell, args=("b", [h1, h0])),
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -19,8 +19,22 @@ def edit(path, change):
 
 def test_repository_matrix_loads_with_every_day0_hardware():
     matrix = load_matrix(REPO / "matrix")
-    day0 = {"vera_rubin", "b300", "gb300", "b200", "gb200", "h200", "h100", "mi355x", "mi350x",
-            "tpu7x", "trainium2", "trainium3", "ppu_m890", "ppu_810e"}
+    day0 = {
+        "vera_rubin",
+        "b300",
+        "gb300",
+        "b200",
+        "gb200",
+        "h200",
+        "h100",
+        "mi355x",
+        "mi350x",
+        "tpu7x",
+        "trainium2",
+        "trainium3",
+        "ppu_m890",
+        "ppu_810e",
+    }
     assert day0 | {"cpu"} == set(matrix.hardware)
     kimi = {c.hardware for c in matrix.cells if c.model == "kimi-k3.1-pro"}
     assert kimi == day0
@@ -44,8 +58,11 @@ def test_published_statuses_and_unsupported_reasons():
 def test_smollm2_cells_cover_modes_and_strategies():
     matrix = load_matrix(REPO / "matrix")
     ids = {c.id for c in matrix.cells if c.model == "smollm2-135m"}
-    assert ids == {f"smollm2-135m/cpu/{m}/{s}" for m in ("low_latency", "high_throughput")
-                   for s in ("baseline", "ngram_spec")}
+    assert ids == {
+        f"smollm2-135m/cpu/{m}/{s}"
+        for m in ("low_latency", "high_throughput")
+        for s in ("baseline", "ngram_spec")
+    }
 
 
 def test_pd_cells_exist_with_options():
@@ -85,8 +102,12 @@ def test_wrong_type_names_the_path_and_type(matrix_dir):
 
 def test_duplicate_cell_is_an_error(matrix_dir):
     card = matrix_dir / "models" / "smollm2-135m.yaml"
-    edit(card, lambda d: d["cells"].append({"hardware": ["cpu"], "modes": ["low_latency"],
-                                            "strategies": ["baseline"]}))
+    edit(
+        card,
+        lambda d: d["cells"].append(
+            {"hardware": ["cpu"], "modes": ["low_latency"], "strategies": ["baseline"]}
+        ),
+    )
     with pytest.raises(ConfigError) as err:
         load_matrix(matrix_dir)
     assert "duplicate cell 'smollm2-135m/cpu/low_latency/baseline'" in str(err.value)
@@ -98,10 +119,21 @@ def test_duplicate_cell_is_an_error(matrix_dir):
     [
         (lambda d: d["cells"][0]["strategies"].append("eagle"), "cells[0].strategies[2]", "unknown strategy"),
         (lambda d: d["cells"][0]["modes"].append("turbo"), "cells[0].modes[2]", "unknown mode"),
-        (lambda d: d["modes"]["low_latency"].__setitem__("colour", "red"), "modes.low_latency", "unknown field"),
-        (lambda d: d.__setitem__("published", {"smollm2-135m/cpu/x/y": "verified"}), "published", "no such cell"),
-        (lambda d: d["strategies"]["ngram_spec"].__setitem__("roles", ["drafter"]),
-         "strategies.ngram_spec.roles[0]", "unknown role"),
+        (
+            lambda d: d["modes"]["low_latency"].__setitem__("colour", "red"),
+            "modes.low_latency",
+            "unknown field",
+        ),
+        (
+            lambda d: d.__setitem__("published", {"smollm2-135m/cpu/x/y": "verified"}),
+            "published",
+            "no such cell",
+        ),
+        (
+            lambda d: d["strategies"]["ngram_spec"].__setitem__("roles", ["drafter"]),
+            "strategies.ngram_spec.roles[0]",
+            "unknown role",
+        ),
     ],
 )
 def test_unknown_references(matrix_dir, change, where, words):

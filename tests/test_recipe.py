@@ -21,8 +21,10 @@ def matrix():
 
 
 def lab(hardware: str, n: int, accelerators: int = 8) -> list[Host]:
-    return [Host(name=f"{hardware}-{i}", hardware=hardware, address=f"10.0.0.{i + 1}",
-                 accelerators=accelerators) for i in range(n)]
+    return [
+        Host(name=f"{hardware}-{i}", hardware=hardware, address=f"10.0.0.{i + 1}", accelerators=accelerators)
+        for i in range(n)
+    ]
 
 
 def test_single_node_tp8(matrix):
@@ -53,8 +55,13 @@ def test_pd_roles_and_router(matrix):
     cell = matrix.cell("kimi-k3.1-pro/b200/pd_balanced/dflash")
     recipe = render(matrix, cell, lab("b200", 4))
     roles = [(lc.role, lc.rank, lc.host) for lc in recipe.launches]
-    assert roles == [("prefill", 0, "b200-0"), ("prefill", 1, "b200-1"),
-                     ("decode", 0, "b200-2"), ("decode", 1, "b200-3"), ("router", 0, "b200-0")]
+    assert roles == [
+        ("prefill", 0, "b200-0"),
+        ("prefill", 1, "b200-1"),
+        ("decode", 0, "b200-2"),
+        ("decode", 1, "b200-3"),
+        ("router", 0, "b200-0"),
+    ]
     router = recipe.endpoint
     assert router.role == "router" and router.port == 8000
     argv = shlex.split(router.command)
@@ -72,8 +79,10 @@ def test_rendering_is_pure_and_digest_ignores_hosts(matrix):
     a = render(matrix, cell, lab("gb300", 2, 4))
     b = render(matrix, cell, lab("gb300", 2, 4))
     assert a == b
-    other = [Host(name="x", hardware="gb300", address="192.168.1.1", accelerators=4),
-             Host(name="y", hardware="gb300", address="192.168.1.2", accelerators=4)]
+    other = [
+        Host(name="x", hardware="gb300", address="192.168.1.1", accelerators=4),
+        Host(name="y", hardware="gb300", address="192.168.1.2", accelerators=4),
+    ]
     assert render(matrix, cell, other).digest == a.digest
     assert dict(a.launches[0].env)["NCCL_MNNVL_ENABLE"] == "1"
 
@@ -93,8 +102,9 @@ def test_digest_changes_with_a_flag(matrix_dir):
 
 def test_values_are_shell_quoted(matrix):
     cell = matrix.cell("smollm2-135m/cpu/low_latency/baseline")
-    evil = Host(name="h", hardware="cpu", address="127.0.0.1",
-                vars=(("model_root", "/models/it's here; rm -rf /"),))
+    evil = Host(
+        name="h", hardware="cpu", address="127.0.0.1", vars=(("model_root", "/models/it's here; rm -rf /"),)
+    )
     launch = render(matrix, cell, [evil]).launches[0]
     argv = shlex.split(launch.command)
     assert argv[argv.index("--model") + 1] == "/models/it's here; rm -rf //SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -103,7 +113,9 @@ def test_values_are_shell_quoted(matrix):
 def test_home_relative_paths_stay_expandable(matrix):
     cell = matrix.cell("smollm2-135m/cpu/low_latency/baseline")
     host = Host(name="h", hardware="cpu", address="127.0.0.1", vars=(("model_root", "~/models"),))
-    assert "--model ~/models/SmolLM2-135M-Instruct.Q4_1.gguf" in render(matrix, cell, [host]).launches[0].command
+    assert (
+        "--model ~/models/SmolLM2-135M-Instruct.Q4_1.gguf" in render(matrix, cell, [host]).launches[0].command
+    )
 
 
 def test_missing_host_var_names_the_card_and_known_placeholders(matrix):
