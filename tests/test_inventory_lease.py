@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -73,7 +74,7 @@ def test_lease_is_exclusive_and_released(hosts):
     assert lease.slot == 0
     busy = try_acquire(t, "run-b", "cell/2", "gw1")
     assert isinstance(busy, str) and "run-a" in busy and "cell/1" in busy
-    owner = json.loads(open(f"{lease.path}/owner.json").read())
+    owner = json.loads(Path(lease.path, "owner.json").read_text())
     assert owner["run_id"] == "run-a" and owner["expires"] > 0
     release(t, lease)
     assert try_acquire(t, "run-b", "cell/2", "gw1").slot == 0
