@@ -26,8 +26,9 @@ from dayzero.deploy import Deployment, run_client
 from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.goldens import Golden, load_golden, save_golden
 from dayzero.inventory import Host, Inventory
-from dayzero.lease import acquire_all, release
+from dayzero.lease import Lease, acquire_all, release
 from dayzero.matrix import Cell, Matrix
+from dayzero.preflight import HostFacts, gather
 from dayzero.recipe import Recipe, hosts_needed, render
 from dayzero.redact import redact, redact_env
 from dayzero.transport import Transport, open_transport
@@ -64,7 +65,22 @@ class RunContext:
     lease_wait: float = 1800.0
     say: Callable[[str], None] = print
     transports: dict[str, Transport] = field(default_factory=dict)
-    quarantined: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, HostFacts] = field(default_factory=dict)
+
+    @property
+    def quarantine_dir(self) -> Path:
+        """Shared by every xdist worker of the run (same reports dir), so a bad host is skipped by all."""
+        return self.reports_dir / "runs" / self.run_id / "quarantine"
+
+    def quarantine(self, host: Host, reason: str) -> None:
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        (self.quarantine_dir / f"{host.name}.txt").write_text(reason + "\n")
+        self.say(f"quarantined {host.name} for the rest of run {self.run_id}: {reason}")
+
+    def quarantined(self) -> dict[str, str]:
+        if not self.quarantine_dir.is_dir():
+            return {}
+        return {p.stem: p.read_text().strip() for p in self.quarantine_dir.glob("*.txt")}
 
     def transport(self, host: Host) -> Transport:
         if host.name not in self.transports:
@@ -97,18 +113,46 @@ def candidate_hosts(ctx: RunContext, cell: Cell) -> tuple[Host, ...]:
     return hosts
 
 
-def engine_version(ctx: RunContext, cell: Cell, host: Host) -> str:
-    command = ctx.matrix.card(cell).engine.get("version_command")
-    if not command:
-        return "unknown"
-    setup = f"{host.engine_setup}\n" if host.engine_setup else ""
-    result = ctx.transport(host).run(setup + command + " 2>&1", timeout=120)
-    if not result.ok:
-        raise InfrastructureError(
-            f"{host.name}: engine not usable: `{command}` exited {result.exit_status}: "
-            f"{redact(result.stdout.strip()[-300:], ctx.inventory.secrets)}"
+def preflight(ctx: RunContext, cell: Cell, host: Host) -> HostFacts:
+    """Facts of a host for this cell's engine, gathered once per worker and host."""
+    engine = ctx.matrix.card(cell).engine
+    key = f"{host.name}:{engine['name']}"
+    if key not in ctx.facts:
+        engines = {engine["name"]: engine["version_command"]} if engine.get("version_command") else {}
+        ctx.facts[key] = gather(ctx.transport(host), ctx.matrix.hardware[cell.hardware], engines,
+                                ctx.inventory.secrets)
+    return ctx.facts[key]
+
+
+def host_record(ctx: RunContext, cell: Cell, host: Host) -> dict:
+    """What evidence keeps of a host: its inventory claims and the facts preflight saw."""
+    facts = ctx.facts.get(f"{host.name}:{ctx.matrix.card(cell).engine['name']}")
+    seen = {k: v for k, v in facts.__dict__.items() if k not in ("host", "problems")} if facts else {}
+    return {"name": host.name, "hardware": host.hardware, "accelerators": host.accelerators, "facts": seen}
+
+
+def lease_healthy_hosts(ctx: RunContext, cell: Cell, needed: int) -> list[Lease]:
+    """Lease hosts, preflight them, and swap out any that fail (quarantined) until none are left."""
+    candidates = candidate_hosts(ctx, cell)
+    while True:
+        leases = acquire_all(
+            candidates, needed, ctx.transport, run_id=ctx.run_id, cell_id=cell.id, worker=ctx.worker,
+            wait=ctx.lease_wait, on_wait=ctx.say, skip=lambda h: h.name in ctx.quarantined(),
         )
-    return " ".join(result.stdout.split())[:200] or "unknown"
+        bad = [(lease.host, f) for lease in leases if not (f := preflight(ctx, cell, lease.host)).healthy]
+        if not bad:
+            return leases
+        for lease in leases:
+            release(ctx.transport(lease.host), lease)
+        for host, facts in bad:
+            ctx.quarantine(host, "; ".join(facts.problems))
+        left = [h for h in candidates if h.name not in ctx.quarantined()]
+        if len(left) < needed:
+            details = " | ".join(f"{name}: {why}" for name, why in ctx.quarantined().items())
+            raise InfrastructureError(
+                f"{cell.id}: needs {needed} healthy {cell.hardware} host(s), {len(left)} left after "
+                f"preflight; quarantined: {details}"
+            )
 
 
 def _attach_json(name: str, data) -> None:
@@ -205,25 +249,15 @@ def launches_json(recipe: Recipe, secrets) -> list[dict]:
 
 def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellOutcome:
     card = ctx.matrix.card(cell)
-    candidates = candidate_hosts(ctx, cell)
     needed = hosts_needed(card, cell)
     started = now_iso()
     checks: list[CheckResult] = []
     verdict, error = "passed", ""
     version, recipe, hosts, logs = "unknown", None, [], []
-    with allure.step(f"lease {needed} {cell.hardware} host(s)"):
-        leases = acquire_all(
-            candidates,
-            needed,
-            ctx.transport,
-            run_id=ctx.run_id,
-            cell_id=cell.id,
-            worker=ctx.worker,
-            wait=ctx.lease_wait,
-            on_wait=ctx.say,
-            skip=lambda h: h.name in ctx.quarantined,
-        )
+    leases: list[Lease] = []
     try:
+        with allure.step(f"lease and preflight {needed} {cell.hardware} host(s)"):
+            leases = lease_healthy_hosts(ctx, cell, needed)
         hosts = [lease.host for lease in leases]
         recipe = render(ctx.matrix, cell, hosts, port_offset=10 * max(lease.slot for lease in leases))
         allure.attach(
@@ -234,8 +268,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
             "rendered commands",
             allure.attachment_type.TEXT,
         )
-        with allure.step("engine version"):
-            version = engine_version(ctx, cell, hosts[0])
+        version = preflight(ctx, cell, hosts[0]).engine_versions.get(card.engine["name"], "unknown")
         dep = Deployment(
             recipe,
             {h.name: ctx.transport(h) for h in hosts},
@@ -320,9 +353,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
                 "launches": launches_json(recipe, ctx.inventory.secrets) if recipe else [],
             },
             "engine": {"name": card.engine["name"], "version": version},
-            "hosts": [
-                {"name": h.name, "hardware": h.hardware, "accelerators": h.accelerators} for h in hosts
-            ],
+            "hosts": [host_record(ctx, cell, h) for h in hosts],
             "checks": [c.to_json() for c in checks],
             "records": sorted(
                 str(p.relative_to(ctx.reports_dir))

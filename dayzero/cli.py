@@ -109,6 +109,43 @@ def cmd_golden_record(args) -> int:
     return 0
 
 
+def cmd_hosts_check(args) -> int:
+    """Connect to every host, print reachability and facts; exit 1 if any host is unfit."""
+    from dayzero.preflight import gather
+    from dayzero.transport import open_transport
+
+    matrix = load_matrix(args.matrix)
+    inventory = load_inventory(args.hosts, set(matrix.hardware))
+    unfit = 0
+    for host in inventory.hosts:
+        engines = {
+            card.engine["name"]: card.engine["version_command"]
+            for card in matrix.cards.values()
+            if host.hardware in card.data["hardware"] and card.engine.get("version_command")
+        }
+        try:
+            with open_transport(host, inventory) as transport:
+                facts = gather(transport, matrix.hardware[host.hardware], engines, inventory.secrets)
+        except DayzeroError as exc:
+            print(f"{host.name:<16} UNREACHABLE  {exc}")
+            unfit += 1
+            continue
+        state = "ok" if facts.healthy else "UNFIT"
+        unfit += not facts.healthy
+        print(
+            f"{host.name:<16} {state:<11}  {host.hardware}: {facts.accelerators_seen} seen "
+            f"(inventory {host.accelerators}), "
+            f"memory {facts.memory_free_gb}/{facts.memory_total_gb} GB free, "
+            f"disk {facts.disk_free_gb} GB free, cpus {facts.cpus}"
+        )
+        for engine, version in facts.engine_versions.items():
+            print(f"{'':<16} engine {engine}: {version}")
+        for problem in facts.problems:
+            print(f"{'':<16} problem: {problem}")
+    print(f"\n{len(inventory.hosts) - unfit} of {len(inventory.hosts)} host(s) fit", file=sys.stderr)
+    return 1 if unfit else 0
+
+
 def cmd_acceptance(args) -> int:
     from dayzero.report.acceptance import write_acceptance
 
@@ -157,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--goldens", default="suites/goldens")
     g.add_argument("--reports", default="reports")
     g.set_defaults(func=cmd_golden_record)
+
+    p = sub.add_parser("hosts", help="lab hosts of an inventory")
+    hsub = p.add_subparsers(dest="hosts_command", required=True)
+    h = hsub.add_parser("check", help="connect to each host; print reachability and facts")
+    h.add_argument("--hosts", default="hosts/local.yaml", help="inventory (default: hosts/local.yaml)")
+    h.set_defaults(func=cmd_hosts_check)
 
     p = sub.add_parser("acceptance", help="write reports/acceptance.md from evidence and the matrix")
     p.add_argument("--reports", default="reports")

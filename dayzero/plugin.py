@@ -215,6 +215,14 @@ def dayzero_context(request: pytest.FixtureRequest):
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` starts one worker per host slot of the inventory: more would only wait on leases."""
+    if INVENTORY_KEY not in config.stash:
+        return None
+    return max(1, sum(h.slots for h in config.stash[INVENTORY_KEY].hosts))
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     """xdist: every worker shares the controller's run id, so one run has one id."""
     node.workerinput["dayzero_run_id"] = node.config.stash.setdefault(RUN_ID_KEY, new_run_id())

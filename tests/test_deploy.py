@@ -77,7 +77,7 @@ def test_engine_missing_is_infrastructure(tmp_path, local_inventory):
     card = fake_card(["sleep", "1"], port=18502)
     card["engine"]["version_command"] = "no-such-engine --version"
     ctx = context(tmp_path, card, local_inventory())
-    with pytest.raises(InfrastructureError, match="engine not usable"):
+    with pytest.raises(InfrastructureError, match="engine fake not usable.*no-such-engine"):
         run_cell(ctx, ctx.matrix.cells[0])
     doc = json.loads(next((ctx.reports_dir / "evidence").glob("*.json")).read_text())
     assert doc["verdict"] == "broken"

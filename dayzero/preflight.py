@@ -1,0 +1,141 @@
+"""Preflight: is this host fit to run a cell right now? (LAVA's health-check idea.)
+
+Counts accelerators and free memory with the vendor's own tool (never assuming NVIDIA), checks
+free disk in the workdir and that the engine answers its version command. A host that fails is
+quarantined for the rest of the run and the cell is reported as infrastructure, not product.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from dayzero.errors import CommandTimeout, InfrastructureError
+from dayzero.matrix import Hardware
+from dayzero.redact import redact
+from dayzero.shell import quote
+from dayzero.transport import Transport
+
+MIN_DISK_GB = 2.0
+MIN_FREE_MEMORY_SHARE = 0.9  # accelerator memory another job holds would skew every number
+
+# One command per device tool: prints "<total MiB> <free MiB>" per accelerator, one per line.
+DEVICE_QUERIES = {
+    "nvidia-smi": "set -o pipefail; "
+    "nvidia-smi --query-gpu=memory.total,memory.free --format=csv,noheader,nounits | tr -d ,",
+    "amd-smi": "amd-smi metric --mem-usage --json",
+    "rocm-smi": "rocm-smi --showmeminfo vram --json",
+    "neuron-ls": "neuron-ls --json-output",
+    "nproc": "echo $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) "
+    "$(awk '/MemAvailable/ {print int($2/1024)}' /proc/meminfo)",
+}
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    host: str
+    reachable: bool
+    accelerators_seen: int | None = None
+    memory_total_gb: float | None = None
+    memory_free_gb: float | None = None
+    disk_free_gb: float | None = None
+    cpus: int | None = None
+    engine_versions: dict[str, str] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def healthy(self) -> bool:
+        return self.reachable and not self.problems
+
+
+def parse_device_memory(tool: str, output: str) -> list[tuple[float, float]]:
+    """(total MiB, free MiB) per accelerator from a device tool's output. Pure, tested per tool."""
+    if tool in ("nvidia-smi", "nproc"):
+        rows = []
+        for line in output.strip().splitlines():
+            parts = line.split()
+            if len(parts) >= 2:
+                rows.append((float(parts[0]), float(parts[1])))
+        return rows
+    if tool == "amd-smi":
+        data = json.loads(output)
+        rows = []
+        for gpu in data if isinstance(data, list) else data.get("gpu_data", []):
+            mem = gpu.get("mem_usage", gpu)
+            total = mem.get("total_vram", {}).get("value")
+            free = mem.get("free_vram", {}).get("value")
+            if total is not None and free is not None:
+                rows.append((float(total), float(free)))
+        return rows
+    if tool == "rocm-smi":
+        data = json.loads(output)
+        rows = []
+        for card in data.values():
+            total = int(card.get("VRAM Total Memory (B)", 0)) / 2**20
+            used = int(card.get("VRAM Total Used Memory (B)", 0)) / 2**20
+            rows.append((total, total - used))
+        return rows
+    if tool == "neuron-ls":
+        data = json.loads(output)
+        return [(float(d.get("memory_size", 0)) / 2**20,) * 2 for d in data]
+    return []
+
+
+def _run(transport: Transport, command: str, timeout: float = 60) -> tuple[bool, str]:
+    try:
+        result = transport.run(command, timeout=timeout)
+    except CommandTimeout:
+        return False, f"timed out after {timeout:.0f}s"
+    return result.ok, (result.stdout if result.ok else (result.stderr or result.stdout)).strip()
+
+
+def gather(transport: Transport, hardware: Hardware, engines: dict[str, str], secrets=()) -> HostFacts:
+    """Collect facts and judge them against the inventory's claims; never raises for a bad host."""
+    host = transport.host
+    problems: list[str] = []
+    try:
+        ok, cpus = _run(transport, "nproc", 30)
+    except InfrastructureError as exc:
+        return HostFacts(host.name, False, problems=(f"unreachable: {exc}",))
+    tool = hardware.device_query
+    seen = total = free = None
+    query = DEVICE_QUERIES.get(tool, f"{tool} >/dev/null")
+    ok, out = _run(transport, query)
+    if not ok:
+        problems.append(f"device tool `{tool}` failed: {out[-200:]}")
+    elif tool in DEVICE_QUERIES:
+        try:
+            rows = parse_device_memory(tool, out)
+        except (ValueError, KeyError, AttributeError) as exc:
+            rows = []
+            problems.append(f"could not read `{tool}` output: {exc}")
+        if rows:
+            seen = 1 if tool == "nproc" else len(rows)
+            total = round(sum(r[0] for r in rows) / 1024, 1)
+            free = round(sum(r[1] for r in rows) / 1024, 1)
+            if tool != "nproc":
+                if seen < host.accelerators:
+                    problems.append(f"{tool} sees {seen} accelerator(s), inventory says {host.accelerators}")
+                if total and free / total < MIN_FREE_MEMORY_SHARE:
+                    problems.append(f"accelerator memory busy: {free} of {total} GB free")
+            elif free < 1.0:
+                problems.append(f"only {free} GB of memory available")
+    ok, out = _run(transport, f"mkdir -p {quote(host.workdir)} && df -Pk {quote(host.workdir)} | tail -1")
+    disk = None
+    if ok and (m := re.search(r"\s(\d+)\s+\d+%", out)):
+        disk = round(int(m.group(1)) / 2**20, 1)
+        if disk < MIN_DISK_GB:
+            problems.append(f"only {disk} GB free in {host.workdir} (need {MIN_DISK_GB})")
+    else:
+        problems.append(f"workdir {host.workdir} not usable: {out[-200:]}")
+    versions = {}
+    setup = f"{host.engine_setup}\n" if host.engine_setup else ""
+    for engine, command in engines.items():
+        ok, out = _run(transport, f"{setup}{command} 2>&1", 120)
+        if ok and out:
+            versions[engine] = " ".join(out.split())[:200]
+        else:
+            problems.append(f"engine {engine} not usable: `{command}`: {redact(out[-200:], secrets)}")
+    ncpu = int(cpus) if cpus.isdigit() else None
+    return HostFacts(host.name, True, seen, total, free, disk, ncpu, versions, tuple(problems))

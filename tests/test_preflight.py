@@ -1,0 +1,80 @@
+"""Preflight reads each vendor's device tool; a failing host is unfit, with the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from dayzero.inventory import Host
+from dayzero.matrix import Hardware
+from dayzero.preflight import gather, parse_device_memory
+from dayzero.transport.local import LocalTransport
+
+NVIDIA = "183359 183000\n183359 182900\n"
+AMD = json.dumps([{"gpu": i, "mem_usage": {"total_vram": {"value": 294896, "unit": "MB"},
+                                            "free_vram": {"value": 294000, "unit": "MB"}}} for i in range(8)])
+ROCM = json.dumps({f"card{i}": {"VRAM Total Memory (B)": str(288 * 2**30),
+                                "VRAM Total Used Memory (B)": str(2**30)} for i in range(8)})
+
+
+def test_parse_each_vendor_tool():
+    assert parse_device_memory("nvidia-smi", NVIDIA) == [(183359.0, 183000.0), (183359.0, 182900.0)]
+    assert len(parse_device_memory("amd-smi", AMD)) == 8
+    rocm = parse_device_memory("rocm-smi", ROCM)
+    assert len(rocm) == 8 and rocm[0][0] - rocm[0][1] == 1024
+    assert parse_device_memory("nproc", "24000 22000") == [(24000.0, 22000.0)]
+
+
+def fake_tool(tmp_path, monkeypatch, name: str, output: str, rc: int = 0) -> None:
+    """A stand-in for a vendor tool we have no hardware for: prints a recorded output."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "out.txt").write_text(output)
+    script = bindir / name
+    script.write_text(f"#!/bin/sh\ncat {bindir}/out.txt\nexit {rc}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+
+B300 = Hardware("b300", "NVIDIA", 288, 8, "nvidia-smi")
+
+
+@pytest.fixture
+def host(tmp_path):
+    return Host(name="gpu1", hardware="b300", transport="local", accelerators=2, workdir=str(tmp_path / "w"))
+
+
+def test_healthy_gpu_host(tmp_path, monkeypatch, host):
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", NVIDIA)
+    facts = gather(LocalTransport(host), B300, {"sh": "sh -c 'echo 1.2.3'"})
+    assert facts.healthy, facts.problems
+    assert facts.accelerators_seen == 2 and facts.engine_versions == {"sh": "1.2.3"}
+    assert facts.disk_free_gb > 0
+
+
+def test_missing_accelerator_and_busy_memory(tmp_path, monkeypatch, host):
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", "183359 20000\n")
+    facts = gather(LocalTransport(host), B300, {})
+    assert not facts.healthy
+    assert any("sees 1 accelerator(s), inventory says 2" in p for p in facts.problems)
+    assert any("accelerator memory busy" in p for p in facts.problems)
+
+
+def test_device_tool_failure_and_missing_engine(tmp_path, monkeypatch, host):
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", "NVIDIA-SMI has failed", rc=9)
+    facts = gather(LocalTransport(host), B300, {"sglang": "no-such-sglang --version"})
+    assert any("device tool `nvidia-smi` failed" in p for p in facts.problems)
+    assert any("engine sglang not usable" in p for p in facts.problems)
+
+
+def test_unreachable_host_is_reported_not_raised(tmp_path, host):
+    class Down(LocalTransport):
+        def run(self, command, *, timeout, stdin=None):
+            from dayzero.errors import InfrastructureError
+
+            raise InfrastructureError("connection refused")
+
+    facts = gather(Down(host), B300, {})
+    assert not facts.reachable and "connection refused" in facts.problems[0]
