@@ -114,14 +114,13 @@ def candidate_hosts(ctx: RunContext, cell: Cell) -> tuple[Host, ...]:
 
 
 def preflight(ctx: RunContext, cell: Cell, host: Host) -> HostFacts:
-    """Facts of a host for this cell's engine, gathered once per worker and host."""
+    """Facts of a host for this cell's engine, gathered before every use: the previous cell may
+    not have released its accelerator memory, a disk may have filled up."""
     engine = ctx.matrix.card(cell).engine
-    key = f"{host.name}:{engine['name']}"
-    if key not in ctx.facts:
-        engines = {engine["name"]: engine["version_command"]} if engine.get("version_command") else {}
-        ctx.facts[key] = gather(ctx.transport(host), ctx.matrix.hardware[cell.hardware], engines,
-                                ctx.inventory.secrets)
-    return ctx.facts[key]
+    engines = {engine["name"]: engine["version_command"]} if engine.get("version_command") else {}
+    facts = gather(ctx.transport(host), ctx.matrix.hardware[cell.hardware], engines, ctx.inventory.secrets)
+    ctx.facts[f"{host.name}:{engine['name']}"] = facts
+    return facts
 
 
 def host_record(ctx: RunContext, cell: Cell, host: Host) -> dict:
@@ -268,7 +267,9 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
             "rendered commands",
             allure.attachment_type.TEXT,
         )
-        version = preflight(ctx, cell, hosts[0]).engine_versions.get(card.engine["name"], "unknown")
+        version = ctx.facts[f"{hosts[0].name}:{card.engine['name']}"].engine_versions.get(
+            card.engine["name"], "unknown"
+        )
         dep = Deployment(
             recipe,
             {h.name: ctx.transport(h) for h in hosts},
