@@ -26,7 +26,7 @@ from dayzero.deploy import Deployment, run_client
 from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.goldens import Golden, load_golden, save_golden
 from dayzero.inventory import Host, Inventory
-from dayzero.lease import Lease, acquire_all, release
+from dayzero.lease import Lease, LeaseKeeper, acquire_all, release
 from dayzero.matrix import Cell, Matrix
 from dayzero.preflight import HostFacts, gather
 from dayzero.recipe import Recipe, hosts_needed, render
@@ -63,6 +63,7 @@ class RunContext:
     worker: str = "master"
     ready_deadline: float = 600.0
     lease_wait: float = 1800.0
+    heartbeat_timeout: float = 120.0
     say: Callable[[str], None] = print
     transports: dict[str, Transport] = field(default_factory=dict)
     facts: dict[str, HostFacts] = field(default_factory=dict)
@@ -130,17 +131,29 @@ def host_record(ctx: RunContext, cell: Cell, host: Host) -> dict:
     return {"name": host.name, "hardware": host.hardware, "accelerators": host.accelerators, "facts": seen}
 
 
-def lease_healthy_hosts(ctx: RunContext, cell: Cell, needed: int) -> list[Lease]:
-    """Lease hosts, preflight them, and swap out any that fail (quarantined) until none are left."""
+def lease_healthy_hosts(ctx: RunContext, cell: Cell, needed: int) -> tuple[list[Lease], LeaseKeeper]:
+    """Lease hosts, preflight them, and swap out any that fail (quarantined) until none are left.
+
+    The returned keeper is already touching the leases; the caller stops it after releasing.
+    """
     candidates = candidate_hosts(ctx, cell)
     while True:
         leases = acquire_all(
             candidates, needed, ctx.transport, run_id=ctx.run_id, cell_id=cell.id, worker=ctx.worker,
             wait=ctx.lease_wait, on_wait=ctx.say, skip=lambda h: h.name in ctx.quarantined(),
+            ttl=int(ctx.heartbeat_timeout),
         )
-        bad = [(lease.host, f) for lease in leases if not (f := preflight(ctx, cell, lease.host)).healthy]
+        keeper = LeaseKeeper(leases, ctx.transport).__enter__()
+        try:
+            bad = [(lease.host, f) for lease in leases if not (f := preflight(ctx, cell, lease.host)).healthy]
+        except BaseException:
+            keeper.stop()
+            for lease in leases:
+                release(ctx.transport(lease.host), lease)
+            raise
         if not bad:
-            return leases
+            return leases, keeper
+        keeper.stop()
         for lease in leases:
             release(ctx.transport(lease.host), lease)
         for host, facts in bad:
@@ -254,9 +267,10 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
     verdict, error = "passed", ""
     version, recipe, hosts, logs = "unknown", None, [], []
     leases: list[Lease] = []
+    keeper: LeaseKeeper | None = None
     try:
         with allure.step(f"lease and preflight {needed} {cell.hardware} host(s)"):
-            leases = lease_healthy_hosts(ctx, cell, needed)
+            leases, keeper = lease_healthy_hosts(ctx, cell, needed)
         hosts = [lease.host for lease in leases]
         recipe = render(ctx.matrix, cell, hosts, port_offset=10 * max(lease.slot for lease in leases))
         allure.attach(
@@ -276,6 +290,8 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
             f"runs/{ctx.run_id}/{evidence.slug(cell.id)}",
             health_path=card.engine.get("health_path", "/health"),
             ready_deadline=ctx.ready_deadline,
+            heartbeats={lease.host.name: lease.heartbeat for lease in leases},
+            heartbeat_timeout=ctx.heartbeat_timeout,
             on_event=ctx.say,
         )
         try:
@@ -326,6 +342,8 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
         verdict, error = "broken", f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        if keeper:
+            keeper.stop()
         for lease in leases:
             try:
                 release(ctx.transport(lease.host), lease)

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 class Started:
     launch: Launch
     process: RemoteProcess
+    watchdog: RemoteProcess | None = None
 
 
 def run_client(transport: Transport, spec: dict, timeout: float) -> dict:
@@ -55,6 +56,8 @@ class Deployment:
         *,
         health_path: str = "/health",
         ready_deadline: float = 600.0,
+        heartbeats: Mapping[str, str] | None = None,
+        heartbeat_timeout: float = 120.0,
         on_event: Callable[[str], None] = lambda message: None,
     ):
         self.recipe = recipe
@@ -62,6 +65,8 @@ class Deployment:
         self.run_subdir = run_subdir
         self.health_path = health_path
         self.ready_deadline = ready_deadline
+        self.heartbeats = heartbeats or {}
+        self.heartbeat_timeout = heartbeat_timeout
         self.on_event = on_event
         self.started: list[Started] = []
         self.stopped: list[Started] = []
@@ -92,15 +97,30 @@ class Deployment:
             self._port_free(launch)
         for launch in self.recipe.launches:
             transport = self.transports[launch.host]
-            process = transport.start(
-                launch.command,
-                env=dict(launch.env),
-                log_path=self.log_path(launch),
-                setup=transport.host.engine_setup,
-                cwd=self.run_dir(launch),
-            )
-            self.started.append(Started(launch, process))
+            try:
+                process = transport.start(
+                    launch.command,
+                    env=dict(launch.env),
+                    log_path=self.log_path(launch),
+                    setup=transport.host.engine_setup,
+                    cwd=self.run_dir(launch),
+                )
+            except BaseException:  # interrupted after the host forked it: find it by its pidfile
+                log_path = self.log_path(launch)
+                self._best_effort(lambda: transport.kill_unrecorded(log_path))  # noqa: B023 - called now
+                raise
+            self.started.append(Started(launch, process))  # tracked before anything else can fail
+            if launch.host in self.heartbeats:
+                watchdog = transport.watch(process, self.heartbeats[launch.host], self.heartbeat_timeout)
+                self.started[-1] = Started(launch, process, watchdog)
             self.on_event(f"started {launch.role}[{launch.rank}] on {launch.host} (pgid {process.pgid})")
+
+    @staticmethod
+    def _best_effort(action) -> None:
+        try:
+            action()
+        except (InfrastructureError, CommandTimeout, OSError) as exc:
+            log.warning("cleanup step failed: %s", exc)
 
     def _port_free(self, launch: Launch) -> None:
         """A leftover server on our port would answer our health checks: refuse to start."""
@@ -168,6 +188,8 @@ class Deployment:
         while self.started:
             s = self.started.pop()
             try:
+                if s.watchdog:
+                    self.transports[s.launch.host].kill(s.watchdog, grace=0)
                 self.transports[s.launch.host].kill(s.process)
                 self.on_event(f"stopped {s.launch.role}[{s.launch.rank}] on {s.launch.host}")
             except (InfrastructureError, CommandTimeout, OSError) as exc:

@@ -1,10 +1,15 @@
 """Leases: an exclusive claim on hosts for one cell run, taken atomically on the host itself.
 
 A lease is a directory `<workdir>/leases/slot-<i>` created with `mkdir` (atomic on POSIX), with
-an `owner.json` naming owner, run id, cell and expiry. Because it lives on the host, it holds
+an `owner.json` naming owner, run id, cell and ttl. Because it lives on the host, it holds
 across xdist workers and across separate pytest runs by different people. A multi-host cell
 takes all its hosts or none: it never waits while holding a host, so two cells that each need
-two hosts cannot deadlock. An expired lease is moved aside (atomic rename) and reclaimed.
+two hosts cannot deadlock.
+
+The holder's `LeaseKeeper` touches `owner.json` every ttl/4; a lease untouched for longer than
+its ttl is stale (its controller was killed or cut off) and is moved aside (atomic rename) and
+reclaimed. The same file is the heartbeat the host-side watchdog of a deployment watches, so a
+silent controller loses its lease and its servers together.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import os
 import random
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +29,7 @@ from dayzero.inventory import Host
 from dayzero.shell import quote
 from dayzero.transport import Transport
 
-DEFAULT_TTL = 3 * 3600
+DEFAULT_TTL = 120
 
 _ACQUIRE = r"""
 base={base}; now=$(date +%s)
@@ -31,15 +37,14 @@ mkdir -p "$base"
 for i in $(seq 0 $(({slots} - 1))); do
   d="$base/slot-$i"
   if [ -d "$d" ]; then
-    exp=$(sed -n 's/.*"expires": \([0-9]*\).*/\1/p' "$d/owner.json" 2>/dev/null)
-    if [ -n "$exp" ] && [ "$exp" -lt "$now" ]; then
-      mv "$d" "$d.stale.$$" 2>/dev/null && rm -rf "$d.stale.$$"
-    elif [ -z "$exp" ] && [ $(( now - $(stat -c %Y "$d") )) -gt 60 ]; then
+    ttl=$(sed -n 's/.*"ttl": \(-\?[0-9]*\).*/\1/p' "$d/owner.json" 2>/dev/null)
+    seen=$(stat -c %Y "$d/owner.json" 2>/dev/null || stat -c %Y "$d")
+    if [ $(( now - seen )) -gt "${{ttl:-60}}" ]; then
       mv "$d" "$d.stale.$$" 2>/dev/null && rm -rf "$d.stale.$$"
     fi
   fi
   if mkdir "$d" 2>/dev/null; then
-    printf '%s' {owner} | sed "s/__EXPIRES__/$((now + {ttl}))/" > "$d/owner.json"
+    printf '%s' {owner} > "$d/owner.json"
     echo "LEASED $i"; exit 0
   fi
 done
@@ -53,6 +58,47 @@ class Lease:
     slot: int
     run_id: str
     path: str
+    ttl: int = DEFAULT_TTL
+
+    @property
+    def heartbeat(self) -> str:
+        return f"{self.path}/owner.json"
+
+
+class LeaseKeeper:
+    """Touches the leases' owner files while a cell runs: the lease's (and servers') lifeline."""
+
+    def __init__(self, leases: Sequence[Lease], connect: Callable[[Host], Transport]):
+        self.leases, self.connect = list(leases), connect
+        self.interval = max(0.5, min(lease.ttl for lease in self.leases) / 4) if self.leases else 1.0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dayzero-lease-keeper", daemon=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def touch(self) -> None:
+        for lease in self.leases:
+            try:
+                transport = self.connect(lease.host)
+                transport.run(f"touch -c {quote(lease.heartbeat)}", timeout=max(self.interval, 10))
+            except InfrastructureError as exc:  # the host may come back before the ttl runs out
+                self.failures.append(f"{lease.host.name}: {exc}")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.touch()
+
+    def stop(self) -> None:
+        """Stop touching (the leases go stale after their ttl unless released first)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
 
 
 def owner_record(run_id: str, cell_id: str, worker: str) -> dict:
@@ -72,13 +118,12 @@ def lease_base(host: Host) -> str:
 def try_acquire(transport: Transport, run_id: str, cell_id: str, worker: str, ttl: int = DEFAULT_TTL):
     """One attempt on one host: a Lease, or a string describing who holds every slot."""
     host = transport.host
-    owner = json.dumps({**owner_record(run_id, cell_id, worker), "expires": "__EXPIRES__"})
-    owner = owner.replace('"__EXPIRES__"', "__EXPIRES__")
-    script = _ACQUIRE.format(base=quote(lease_base(host)), slots=host.slots, owner=quote(owner), ttl=int(ttl))
+    owner = json.dumps({**owner_record(run_id, cell_id, worker), "ttl": int(ttl)})
+    script = _ACQUIRE.format(base=quote(lease_base(host)), slots=host.slots, owner=quote(owner))
     out = transport.check(script, timeout=30).stdout.strip()
     if out.startswith("LEASED"):
         slot = int(out.split()[1])
-        return Lease(host, slot, run_id, f"{lease_base(host)}/slot-{slot}")
+        return Lease(host, slot, run_id, f"{lease_base(host)}/slot-{slot}", int(ttl))
     holders = [line for line in out.splitlines()[1:] if line.strip()]
     return "; ".join(holders) or "busy"
 
@@ -103,6 +148,7 @@ def acquire_all(
     wait: float,
     on_wait: Callable[[str], None] = lambda message: None,
     skip: Callable[[Host], bool] = lambda host: False,
+    ttl: int = DEFAULT_TTL,
 ) -> list[Lease]:
     """Lease `needed` hosts among `candidates`, all or none, waiting up to `wait` seconds."""
     deadline = time.monotonic() + wait
@@ -116,7 +162,7 @@ def acquire_all(
             if skip(host):
                 continue
             try:
-                got = try_acquire(connect(host), run_id, cell_id, worker)
+                got = try_acquire(connect(host), run_id, cell_id, worker, ttl)
             except InfrastructureError as exc:
                 busy.append(f"{host.name}: unreachable ({exc})")
                 continue

@@ -73,6 +73,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="seconds a recipe may take to become ready (default: 600)",
     )
     group.addoption(
+        "--heartbeat-timeout",
+        dest="dayzero_heartbeat_timeout",
+        type=float,
+        default=120.0,
+        help="seconds without a heartbeat from this controller after which a host kills the cell's "
+        "servers by itself (controller killed, connection lost; default: 120)",
+    )
+    group.addoption(
         "--lease-wait",
         dest="dayzero_lease_wait",
         type=float,
@@ -208,6 +216,7 @@ def dayzero_context(request: pytest.FixtureRequest):
         worker=worker,
         ready_deadline=config.getoption("dayzero_ready_deadline"),
         lease_wait=config.getoption("dayzero_lease_wait"),
+        heartbeat_timeout=config.getoption("dayzero_heartbeat_timeout"),
         say=say,
     )
     yield ctx

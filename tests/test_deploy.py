@@ -96,3 +96,53 @@ def test_port_in_use_is_refused_before_launch(tmp_path, local_inventory):
         ctx = context(tmp_path, card, local_inventory())
         with pytest.raises(InfrastructureError, match=f"port {port} .* already in use"):
             run_cell(ctx, ctx.matrix.cells[0])
+
+
+def _deployment_with_lease(ctx, port_marker):
+    from dayzero.deploy import Deployment
+    from dayzero.lease import LeaseKeeper, try_acquire
+    from dayzero.recipe import render
+    from dayzero.transport.local import LocalTransport
+
+    host = ctx.inventory.hosts[0]
+    transport = LocalTransport(host)
+    lease = try_acquire(transport, ctx.run_id, "fake", "w", ttl=3)
+    keeper = LeaseKeeper([lease], lambda h: transport).__enter__()
+    dep = Deployment(render(ctx.matrix, ctx.matrix.cells[0], [host]), {host.name: transport}, "runs/wd",
+                     heartbeats={host.name: lease.heartbeat}, heartbeat_timeout=lease.ttl)
+    return dep, keeper
+
+
+def test_watchdog_kills_the_server_when_the_controller_goes_silent(tmp_path, local_inventory):
+    """A controller killed with SIGKILL or cut off from the host stops touching its lease."""
+    import time
+
+    marker = str(random.randint(100000, 999999))
+    ctx = context(tmp_path, fake_card(["bash", "-c", f"sleep {marker}"], port=18503), local_inventory())
+    dep, keeper = _deployment_with_lease(ctx, marker)
+    dep.start()
+    try:
+        assert processes_matching(f"sleep {marker}")
+        keeper.stop()  # the controller "dies": the lease goes stale, nobody tears down
+        deadline = time.monotonic() + 30
+        while processes_matching(f"sleep {marker}") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not processes_matching(f"sleep {marker}"), "the host-side watchdog must kill the group"
+    finally:
+        dep.stop()
+
+
+def test_a_kept_lease_keeps_a_healthy_deployment_alive(tmp_path, local_inventory):
+    import time
+
+    marker = str(random.randint(100000, 999999))
+    ctx = context(tmp_path, fake_card(["bash", "-c", f"sleep {marker}"], port=18504), local_inventory())
+    dep, keeper = _deployment_with_lease(ctx, marker)
+    dep.start()
+    try:
+        time.sleep(8)  # well past the 3 s ttl: only the keeper's touches keep it alive
+        assert processes_matching(f"sleep {marker}")
+    finally:
+        keeper.stop()
+        dep.stop()
+    assert not processes_matching(f"sleep {marker}")

@@ -75,7 +75,7 @@ def test_lease_is_exclusive_and_released(hosts):
     busy = try_acquire(t, "run-b", "cell/2", "gw1")
     assert isinstance(busy, str) and "run-a" in busy and "cell/1" in busy
     owner = json.loads(Path(lease.path, "owner.json").read_text())
-    assert owner["run_id"] == "run-a" and owner["expires"] > 0
+    assert owner["run_id"] == "run-a" and owner["ttl"] > 0
     release(t, lease)
     assert try_acquire(t, "run-b", "cell/2", "gw1").slot == 0
 

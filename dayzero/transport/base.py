@@ -83,7 +83,8 @@ class Transport(abc.ABC):
         # that keeps our stdout pipe open until the server exits.
         wrapper = (
             f'mkdir -p "$(dirname {quote(log_path)})" || exit 1; {cd}'
-            f"setsid bash -c {quote(inner)} > {quote(log_path)} 2>&1 < /dev/null & echo $!"
+            f"setsid bash -c {quote(inner)} > {quote(log_path)} 2>&1 < /dev/null & "
+            f"echo $! > {quote(log_path + '.pgid')}; echo $!"
         )
         result = self.check(wrapper, timeout=30)
         try:
@@ -93,6 +94,30 @@ class Transport(abc.ABC):
                 f"{self.host.name}: could not start process: {result.stdout!r}"
             ) from None
         return RemoteProcess(self.host.name, pgid, log_path)
+
+    def watch(self, proc: RemoteProcess, heartbeat: str, timeout: float) -> RemoteProcess:
+        """Start a dead man's switch on the host: if `heartbeat` is not touched for `timeout`
+        seconds (controller killed, connection lost), kill the process group by itself."""
+        pg, hb = f"-{proc.pgid}", quote(heartbeat)
+        loop = (
+            f"touch -c {hb}; while kill -0 -- {pg} 2>/dev/null; do "
+            f"age=$(( $(date +%s) - $(stat -c %Y {hb} 2>/dev/null || echo 0) )); "
+            f"if [ $age -gt {int(timeout)} ]; then "
+            f"kill -TERM -- {pg}; sleep 10; kill -KILL -- {pg}; exit 0; fi; "
+            f"sleep 2; done"
+        )
+        wrapper = f"setsid bash -c {quote(loop)} > /dev/null 2>&1 < /dev/null & echo $!"
+        result = self.check(wrapper, timeout=30)
+        return RemoteProcess(self.host.name, int(result.stdout.split()[-1]), "")
+
+    def kill_unrecorded(self, log_path: str) -> None:
+        """Kill a group whose `start` was interrupted before its pgid came back (Ctrl-C mid-start)."""
+        pidfile = quote(log_path + ".pgid")
+        self.run(
+            f"p=$(cat {pidfile} 2>/dev/null) && [ -n \"$p\" ] && "
+            f"{{ kill -TERM -- -$p 2>/dev/null; sleep 1; kill -KILL -- -$p 2>/dev/null; }}; exit 0",
+            timeout=30,
+        )
 
     def alive(self, proc: RemoteProcess) -> bool:
         return self.run(f"kill -0 -- -{proc.pgid} 2>/dev/null", timeout=15).ok
