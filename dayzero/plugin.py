@@ -14,7 +14,7 @@ from pathlib import Path
 import allure
 import pytest
 
-from dayzero.cellrun import NoHost, RunContext, candidate_hosts, new_run_id, run_cell
+from dayzero.cellrun import NoHost, RunContext, candidate_hosts, new_run_id, now_iso, run_cell
 from dayzero.errors import ConfigError
 from dayzero.inventory import Inventory, load_inventory
 from dayzero.matrix import Cell, Matrix, load_matrix
@@ -197,8 +197,18 @@ def dayzero_context(request: pytest.FixtureRequest):
 
     capman = config.pluginmanager.get_plugin("capturemanager")
 
+    reports = _path(config, "dayzero_reports")
+
     def say(message: str) -> None:
-        """Progress goes to the terminal live, past output capture (as pytest's live logs do)."""
+        """Progress goes to the terminal live, past output capture (as pytest's live logs do).
+
+        xdist workers cannot reach the terminal: every worker also appends to the run's
+        `progress.log` (`tail -f reports/runs/<run id>/progress.log` to follow a parallel run).
+        """
+        log_file = reports / "runs" / ctx.run_id / "progress.log"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with log_file.open("a") as out:
+            out.write(f"{now_iso()} [{worker}] {message}\n")
         if tr is None or worker != "master":
             return
         if capman is None:
@@ -210,7 +220,7 @@ def dayzero_context(request: pytest.FixtureRequest):
     ctx = RunContext(
         matrix=config.stash[MATRIX_KEY],
         inventory=config.stash[INVENTORY_KEY],
-        reports_dir=_path(config, "dayzero_reports"),
+        reports_dir=reports,
         goldens_dir=_path(config, "dayzero_goldens"),
         run_id=run_id or new_run_id(),
         worker=worker,
