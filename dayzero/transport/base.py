@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dayzero.errors import CommandTimeout, InfrastructureError
 from dayzero.inventory import Host
+from dayzero.redact import redact
 from dayzero.shell import exports, quote
 
 
@@ -64,9 +65,9 @@ class Transport(abc.ABC):
     def check(self, command: str, *, timeout: float = 60) -> CommandResult:
         result = self.run(command, timeout=timeout)
         if not result.ok:
-            raise InfrastructureError(
-                f"{self.host.name}: `{command}` exited {result.exit_status}: {result.stderr.strip()[-500:]}"
-            )
+            shown = redact(command if len(command) < 200 else command[:200] + "...")
+            why = redact(result.stderr.strip()[-500:])
+            raise InfrastructureError(f"{self.host.name}: `{shown}` exited {result.exit_status}: {why}")
         return result
 
     def start(
