@@ -1,28 +1,445 @@
 """dayzero host client: health polls, probes and load against an OpenAI-compatible server.
 
-Runs on the host with the host's python3 and the standard library only: the transport sends
-this file on stdin (`python3 - '<spec json>'`). It prints one JSON document on stdout. Raw
-per-request records (send time, first-token time, every chunk time, token counts, finish reason,
-error) come back unchanged; every summary is computed by the harness from them.
+Runs on the host next to the server, with the host's python3 (>= 3.8) and the standard library
+only: the transport sends this file on stdin (`python3 - '<spec json>'`). It prints one JSON
+document on stdout.
+
+Load runs on asyncio with a minimal HTTP/1.1 client (keep-alive, chunked bodies, SSE), one event
+loop per process, and forks several processes when asked: a thread per request or a single
+Python loop is the classic way for a client to become the bottleneck unnoticed. Each process
+reports its own CPU time and event-loop lag so the harness can declare a run invalid instead of
+reporting a low number.
+
+Raw per-request record (every summary is computed by the harness from these):
+  id, kind, tag, max_tokens, send (wall-clock s), first (wall-clock s of the first content chunk),
+  end (wall-clock s, body fully read), chunks (arrival of every content chunk, s after send),
+  text, finish_reason, usage (the server's, if sent), timings (llama.cpp), error, proc (client
+  process), reused (keep-alive connection reused), plus session/turn for multi-turn sessions.
 """
 
-import http.client
+# ruff: noqa: UP041 - asyncio.TimeoutError is not the builtin TimeoutError before Python 3.11
+import asyncio
 import json
+import os
 import sys
-import threading
 import time
 import urllib.parse
 
+VERSION = 2
+READ_LIMIT = 1 << 24  # asyncio's 64 KiB default cuts long SSE lines (and throughput) short
+_WALL0 = time.time()
+_MONO0 = time.monotonic()
 
-def _conn(url, timeout):
+
+def now():
+    """Wall-clock seconds on a monotonic base: forked processes share the same anchor."""
+    return _WALL0 + (time.monotonic() - _MONO0)
+
+
+# --- HTTP/1.1 ---------------------------------------------------------------------------------
+
+
+class HttpError(Exception):
+    pass
+
+
+def _split(url):
     parts = urllib.parse.urlsplit(url)
-    return http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout), parts.path
+    return parts.hostname, parts.port or 80, parts.path or ""
+
+
+async def _head(reader):
+    line = await reader.readline()
+    if not line:
+        raise ConnectionResetError("connection closed before the response")
+    fields = line.split(None, 2)
+    if len(fields) < 2:
+        raise HttpError(f"bad status line {line[:80]!r}")
+    status = int(fields[1])
+    headers = {}
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers
+
+
+async def _body(reader, headers):
+    """Yield body pieces as they arrive (chunked, content-length or until close)."""
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        while True:
+            size_line = await reader.readline()
+            if not size_line:
+                raise ConnectionResetError("connection closed inside a chunked body")
+            size = int(size_line.split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
+                return
+            data = await reader.readexactly(size + 2)
+            yield data[:-2]
+    elif "content-length" in headers:
+        left = int(headers["content-length"])
+        while left > 0:
+            data = await reader.read(min(left, 1 << 16))
+            if not data:
+                raise ConnectionResetError("connection closed inside the body")
+            left -= len(data)
+            yield data
+    else:
+        while True:
+            data = await reader.read(1 << 16)
+            if not data:
+                return
+            yield data
+
+
+class Connection:
+    """One keep-alive connection per concurrency slot, reopened when the server closes it."""
+
+    def __init__(self, host, port, timeout):
+        self.host, self.port, self.timeout = host, port, timeout
+        self.reader = self.writer = None
+
+    async def open(self):
+        self.reader, self.writer = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, limit=READ_LIMIT), self.timeout
+        )
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+    async def send(self, method, path, body):
+        """Send a request; return (status, headers, reused). Retries once on a stale keep-alive."""
+        for attempt in (0, 1):
+            reused = self.writer is not None
+            if not reused:
+                await self.open()
+            head = (
+                f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            )
+            try:
+                self.writer.write(head.encode("latin-1") + body)
+                await self.writer.drain()
+                status, headers = await _head(self.reader)
+                return status, headers, reused
+            except (ConnectionError, asyncio.IncompleteReadError):
+                self.close()
+                if not reused or attempt:
+                    raise
+        raise HttpError("unreachable")
+
+
+# --- one streamed request ---------------------------------------------------------------------
+
+
+def _body_for(req, messages=None):
+    kind = req.get("kind", "chat")
+    body = {
+        "model": req.get("model", "default"),
+        "max_tokens": req["max_tokens"],
+        "temperature": req.get("temperature", 0.0),
+        "seed": req.get("seed", 0),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    body.update(req.get("extra") or {})
+    if kind == "chat":
+        body["messages"] = messages if messages is not None else [{"role": "user", "content": req["prompt"]}]
+        return "/v1/chat/completions", body
+    body["prompt"] = req["prompt"]
+    return "/v1/completions", body
+
+
+def new_record(req, proc):
+    record = {
+        "id": req.get("id"),
+        "kind": req.get("kind", "chat"),
+        "tag": req.get("tag"),
+        "max_tokens": req["max_tokens"],
+        "send": None,
+        "first": None,
+        "end": None,
+        "chunks": [],
+        "text": "",
+        "finish_reason": None,
+        "usage": None,
+        "error": None,
+        "proc": proc,
+        "reused": False,
+    }
+    if "input_len" in req:
+        record["input_len"] = req["input_len"]
+    return record
+
+
+def _apply(event, record, kind, pieces, t):
+    """Fold one SSE data event into the record; `t` is its arrival time."""
+    if event.get("usage"):
+        record["usage"] = event["usage"]
+    if "timings" in event:
+        record["timings"] = event["timings"]
+    if "error" in event and not event.get("choices"):
+        record["error"] = "stream error: " + json.dumps(event["error"])[:300]
+    for choice in event.get("choices") or ():
+        piece = (choice.get("delta") or {}).get("content") if kind == "chat" else choice.get("text")
+        if piece:
+            if record["first"] is None:
+                record["first"] = t
+            record["chunks"].append(round(t - record["send"], 6))
+            pieces.append(piece)
+        if choice.get("finish_reason"):
+            record["finish_reason"] = choice["finish_reason"]
+
+
+async def stream(conn, base_path, req, proc, messages=None):
+    """One streamed request on a slot's connection; returns its raw record."""
+    path, body = _body_for(req, messages)
+    record = new_record(req, proc)
+    kind = record["kind"]
+    pieces = []
+    payload = json.dumps(body).encode()
+    record["send"] = now()
+    try:
+        status, headers, record["reused"] = await conn.send("POST", base_path.rstrip("/") + path, payload)
+        if status != 200:
+            data = b""
+            async for piece in _body(conn.reader, headers):
+                data += piece
+            record["error"] = f"HTTP {status}: " + data[:300].decode("utf-8", "replace")
+        else:
+            buf = b""
+            async for data in _body(conn.reader, headers):
+                t = now()
+                buf += data
+                if b"\n" not in data:
+                    continue
+                lines = buf.split(b"\n")
+                buf = lines.pop()
+                for line in lines:
+                    if line.startswith(b"data:"):
+                        payload = line[5:].strip()
+                        if payload and payload != b"[DONE]":
+                            _apply(json.loads(payload), record, kind, pieces, t)
+                    elif line.startswith(b"error:"):
+                        record["error"] = "stream error: " + line[6:].strip()[:300].decode("utf-8", "replace")
+        if headers.get("connection", "").lower() == "close":
+            conn.close()
+    except (OSError, ValueError, HttpError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        conn.close()
+    record["end"] = now()
+    record["text"] = "".join(pieces)
+    return record
+
+
+# --- one client process -------------------------------------------------------------------------
+
+
+def _quantiles(values):
+    if not values:
+        return {"n": 0}
+    s = sorted(values)
+
+    def q(p):
+        return round(s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))] * 1000, 3)
+
+    return {"n": len(s), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": q(1.0)}
+
+
+async def _run_items(url, items, concurrency, proc, timeout, lag_interval):
+    host, port, base_path = _split(url)
+    records = []
+    cursor = [0]
+    lags = []
+    done = [False]
+
+    async def monitor():
+        loop = asyncio.get_running_loop()
+        while not done[0]:
+            t = loop.time()
+            await asyncio.sleep(lag_interval)
+            lags.append(max(0.0, loop.time() - t - lag_interval))
+
+    async def bounded(conn, req, messages=None):
+        try:
+            return await asyncio.wait_for(stream(conn, base_path, req, proc, messages), timeout)
+        except asyncio.TimeoutError:
+            conn.close()
+            rec = new_record(req, proc)
+            rec["error"] = f"timeout after {timeout}s"
+            rec["end"] = now()
+            return rec
+
+    async def one(conn, item):
+        if "turns" not in item:
+            return [await bounded(conn, item)]
+        # A multi-turn session: each turn resends the history with the model's own answers, so
+        # the shared prefix grows the way an agent's context does.
+        messages = list(item.get("messages") or [])
+        out = []
+        for k, turn in enumerate(item["turns"]):
+            messages.append({"role": "user", "content": turn["content"]})
+            req = dict(item, id=f"{item['id']}/t{k}", kind="chat", max_tokens=turn["max_tokens"])
+            rec = await bounded(conn, req, messages)
+            rec["session"], rec["turn"] = item["id"], k
+            out.append(rec)
+            if rec["error"]:
+                break
+            messages.append({"role": "assistant", "content": rec["text"]})
+        return out
+
+    async def slot():
+        conn = Connection(host, port, min(timeout, 30.0))
+        try:
+            while cursor[0] < len(items):
+                i = cursor[0]
+                cursor[0] += 1
+                recs = await one(conn, items[i])
+                for rec in recs:
+                    rec["index"] = items[i]["_index"]
+                records.extend(recs)
+        finally:
+            conn.close()
+
+    watcher = asyncio.ensure_future(monitor())
+    await asyncio.gather(*[slot() for _ in range(max(1, min(concurrency, len(items))))])
+    done[0] = True
+    watcher.cancel()
+    return records, lags
+
+
+def run_process(spec, items, concurrency, proc):
+    """One client process: an event loop with `concurrency` slots; returns records and self-checks."""
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    records, lags = asyncio.run(
+        _run_items(
+            spec["url"],
+            items,
+            concurrency,
+            proc,
+            spec.get("timeout", 600.0),
+            spec.get("lag_interval", 0.01),
+        )
+    )
+    return {
+        "proc": proc,
+        "pid": os.getpid(),
+        "concurrency": concurrency,
+        "requests": len(items),
+        "cpu_s": round(time.process_time() - cpu0, 4),
+        "wall_s": round(time.monotonic() - wall0, 4),
+        "lag_ms": _quantiles(lags),
+        "records": records,
+    }
+
+
+def _share(total, parts, k):
+    return total // parts + (1 if k < total % parts else 0)
+
+
+def run_phase(spec, items, concurrency, processes):
+    """Run items with `concurrency` in flight, split over `processes` forked client processes."""
+    for i, item in enumerate(items):
+        item["_index"] = i
+    processes = max(1, min(processes, concurrency, len(items) or 1))
+    if processes == 1:
+        outs = [run_process(spec, items, concurrency, 0)]
+    else:
+        go_read, go_write = os.pipe()
+        children = []
+        for k in range(processes):
+            out_read, out_write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # child: wait for the start signal so every process starts together
+                status = 1
+                try:
+                    os.close(out_read)
+                    os.close(go_write)
+                    os.read(go_read, 1)
+                    out = run_process(spec, items[k::processes], _share(concurrency, processes, k), k)
+                    with os.fdopen(out_write, "wb") as f:
+                        f.write(json.dumps(out).encode())
+                    status = 0
+                finally:
+                    os._exit(status)
+            os.close(out_write)
+            children.append((pid, out_read))
+        os.close(go_read)
+        os.write(go_write, b"g" * processes)
+        os.close(go_write)
+        outs = []
+        for pid, fd in children:
+            chunks = []
+            while True:
+                data = os.read(fd, 1 << 20)
+                if not data:
+                    break
+                chunks.append(data)
+            os.close(fd)
+            _, status = os.waitpid(pid, 0)
+            if status != 0 or not chunks:
+                raise SystemExit(f"client process {pid} failed (status {status})")
+            outs.append(json.loads(b"".join(chunks)))
+    records = sorted(
+        (r for o in outs for r in o.pop("records")), key=lambda r: (r["index"], r.get("turn", 0))
+    )
+    for item in items:
+        item.pop("_index", None)
+    return outs, records
+
+
+def run_load(spec):
+    """Warm-up (not recorded), then the measured phase; raw records and per-process self-checks."""
+    concurrency = spec.get("concurrency", 1)
+    processes = spec.get("processes", 1)
+    out = {
+        "client": {
+            "version": VERSION,
+            "python": sys.version.split()[0],
+            "cpu_count": os.cpu_count(),
+            "processes": processes,
+            "concurrency": concurrency,
+        }
+    }
+    if spec.get("warmup"):
+        t0 = now()
+        _, warm = run_phase(spec, spec["warmup"], concurrency, processes)
+        errors = [r["error"] for r in warm if r["error"]]
+        out["warmup"] = {
+            "requests": len(warm),
+            "errors": len(errors),
+            "first_error": errors[0] if errors else None,
+            "wall_s": round(now() - t0, 3),
+        }
+    out["start"] = now()
+    procs, records = run_phase(
+        spec, spec.get("requests") or spec.get("sessions") or [], concurrency, processes
+    )
+    out["end"] = now()
+    out["client_cpu_s"] = round(sum(p["cpu_s"] for p in procs), 4)
+    out["procs"] = procs
+    out["records"] = records
+    return out
+
+
+# --- small actions ------------------------------------------------------------------------------
 
 
 def get(url, timeout=5.0):
-    conn, path = _conn(url, timeout)
+    import http.client
+
+    host, port, path = _split(url)
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
-        conn.request("GET", path or "/")
+        conn.request("GET", (path or "/") + ("?" + parts.query if parts.query else ""))
         resp = conn.getresponse()
         return resp.status, resp.read().decode("utf-8", "replace")
     finally:
@@ -37,112 +454,6 @@ def health(spec):
     return {"ready": status == 200, "status": status, "body": body[:500]}
 
 
-def stream_request(base, req, timeout):
-    """One streamed request; returns its raw record. Times are time.time() seconds."""
-    kind = req.get("kind", "chat")
-    body = {
-        "model": req.get("model", "default"),
-        "max_tokens": req["max_tokens"],
-        "temperature": req.get("temperature", 0.0),
-        "seed": req.get("seed", 0),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    body.update(req.get("extra", {}))
-    if kind == "chat":
-        body["messages"] = [{"role": "user", "content": req["prompt"]}]
-        path = "/v1/chat/completions"
-    else:
-        body["prompt"] = req["prompt"]
-        path = "/v1/completions"
-    record = {
-        "id": req.get("id"),
-        "kind": kind,
-        "max_tokens": req["max_tokens"],
-        "send": None,
-        "first": None,
-        "chunks": [],
-        "text": "",
-        "finish_reason": None,
-        "usage": None,
-        "error": None,
-        "end": None,
-    }
-    conn, base_path = _conn(base, timeout)
-    try:
-        record["send"] = time.time()
-        conn.request(
-            "POST",
-            base_path.rstrip("/") + path,
-            json.dumps(body),
-            {"Content-Type": "application/json", "Accept": "text/event-stream"},
-        )
-        resp = conn.getresponse()
-        if resp.status != 200:
-            record["error"] = f"HTTP {resp.status}: {resp.read()[:300].decode('utf-8', 'replace')}"
-            return record
-        text = []
-        while True:
-            line = resp.readline()
-            if not line:
-                break
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                break
-            event = json.loads(data)
-            now = time.time()
-            if event.get("usage"):
-                record["usage"] = event["usage"]
-            for choice in event.get("choices") or []:
-                piece = (choice.get("delta") or {}).get("content") if kind == "chat" else choice.get("text")
-                if piece:
-                    if record["first"] is None:
-                        record["first"] = now
-                    record["chunks"].append(now)
-                    text.append(piece)
-                if choice.get("finish_reason"):
-                    record["finish_reason"] = choice["finish_reason"]
-            if "timings" in event:
-                record["timings"] = event["timings"]
-        record["text"] = "".join(text)
-    except (OSError, ValueError, http.client.HTTPException) as exc:
-        record["error"] = f"{type(exc).__name__}: {exc}"
-    finally:
-        record["end"] = time.time()
-        conn.close()
-    return record
-
-
-def run_requests(spec):
-    """Send requests with at most `concurrency` in flight (one thread per slot)."""
-    requests = spec["requests"]
-    records = [None] * len(requests)
-    lock = threading.Lock()
-    cursor = [0]
-
-    def worker():
-        while True:
-            with lock:
-                i = cursor[0]
-                cursor[0] += 1
-            if i >= len(requests):
-                return
-            records[i] = stream_request(spec["url"], requests[i], spec.get("timeout", 300))
-
-    cpu0 = time.process_time()
-    start = time.time()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(spec.get("concurrency", 1))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    end = time.time()
-    return {"start": start, "end": end, "client_cpu_s": time.process_time() - cpu0, "records": records}
-
-
 def main(argv):
     spec = json.loads(argv[1])
     action = spec["action"]
@@ -154,8 +465,8 @@ def main(argv):
             out = {"status": status, "body": body}
         except OSError as exc:
             out = {"status": None, "error": str(exc)}
-    elif action == "requests":
-        out = run_requests(spec)
+    elif action in ("requests", "load"):
+        out = run_load(spec)
     else:
         raise SystemExit(f"unknown action {action!r}")
     json.dump(out, sys.stdout)

@@ -1,0 +1,237 @@
+"""A stub OpenAI-compatible streaming server, for the load generator's own tests and bench.
+
+It is a stub on purpose: a real engine cannot be told to flood tokens faster than any client
+reads them, to stop early, to over-report its token counts or to drop a connection mid-stream,
+and those are exactly the cases that prove the client and the checks right. It pre-renders its
+SSE chunks, so in flood mode (`itl=0`) it costs far less CPU per token than the client reading
+them, which is what measuring the client's ceiling needs. It also serves llama.cpp-style
+`/metrics` speculative counters that advance with every request, to test the counter diff.
+
+Run standalone for bench: `python -m dayzero.loadgen.stub --port 19010 --itl 0`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import threading
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class StubConfig:
+    ttft: float = 0.0  # seconds before the first token
+    itl: float = 0.0  # seconds between chunks; 0 floods
+    tokens_per_chunk: int = 1
+    stop_after: int | None = None  # stop early (finish "stop") after this many tokens
+    usage_factor: float = 1.0  # report usage.completion_tokens = streamed tokens x factor
+    trailing_eos: int = 0  # append this many "<|im_end|>" pieces at the end of the text
+    fail_every: int = 0  # every Nth request answers HTTP 500
+    drop_after: int | None = None  # close the connection after this many chunks
+    piece: str = "tok "
+    draft_per_token: float = 0.5  # /metrics: draft tokens per generated token
+    accept_rate: float = 0.5  # /metrics: accepted share of draft tokens
+    tokens_per_draft: int = 4  # /metrics: draft tokens per verification step
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _event(obj: dict) -> bytes:
+    return _chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+class StubServer:
+    """Serve on 127.0.0.1:port in a background thread (`with StubServer(cfg) as s: s.url`)."""
+
+    def __init__(self, config: StubConfig = StubConfig(), port: int = 0):
+        self.config = config
+        self.port = port
+        self.requests = 0
+        self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "predicted": 0}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> StubServer:
+        self._thread = threading.Thread(target=self._serve_thread, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("stub server did not start")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _serve_thread(self) -> None:
+        asyncio.run(self._serve_until_stopped())  # asyncio.run cancels open handlers on the way out
+
+    async def _serve_until_stopped(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, limit=1 << 24)
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        async with server:
+            await self._stop.wait()
+
+    async def serve_forever(self) -> None:
+        server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, limit=1 << 24)
+        self.port = server.sockets[0].getsockname()[1]
+        async with server:
+            await server.serve_forever()
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                method, path = line.decode("latin-1").split()[:2]
+                length = 0
+                while (h := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = h.decode("latin-1").partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                body = await reader.readexactly(length) if length else b""
+                if method == "GET":
+                    await self._get(writer, path)
+                elif not await self._post(writer, path, json.loads(body or b"{}")):
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            return
+        finally:
+            writer.close()
+
+    async def _plain(self, writer, status: int, text: str, ctype: str = "application/json") -> None:
+        data = text.encode()
+        writer.write(
+            f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        await writer.drain()
+
+    async def _get(self, writer, path: str) -> None:
+        if path.startswith("/metrics"):
+            c = self.counters
+            text = "".join(
+                f"# TYPE llamacpp:{name} counter\nllamacpp:{name} {value}\n"
+                for name, value in (
+                    ("tokens_predicted_total", c["predicted"]),
+                    ("spec_decode_num_draft_tokens_total", c["draft_tokens"]),
+                    ("spec_decode_num_accepted_tokens_total", c["accepted"]),
+                    ("spec_decode_num_drafts_total", c["drafts"]),
+                )
+            )
+            await self._plain(writer, 200, text, "text/plain")
+        else:
+            await self._plain(writer, 200, '{"status":"ok"}')
+
+    async def _post(self, writer, path: str, body: dict) -> bool:
+        """Stream one completion; False when the connection was dropped on purpose."""
+        self.requests += 1
+        cfg = replace(self.config, **(body.get("stub") or {}))
+        if cfg.fail_every and self.requests % cfg.fail_every == 0:
+            await self._plain(writer, 500, '{"error":{"message":"injected failure"}}')
+            return True
+        chat = path.endswith("/chat/completions")
+        want = int(body.get("max_tokens", 16))
+        n = min(want, cfg.stop_after) if cfg.stop_after is not None else want
+        per = max(1, cfg.tokens_per_chunk)
+        piece = cfg.piece * per
+        head = {
+            "id": f"stub-{self.requests}",
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": 0,
+            "model": body.get("model", "stub"),
+        }
+        one = {
+            **head,
+            "choices": [
+                {"index": 0, "delta": {"content": piece}, "finish_reason": None}
+                if chat
+                else {"index": 0, "text": piece, "finish_reason": None}
+            ],
+        }
+        event = _event(one)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        if cfg.ttft:
+            await asyncio.sleep(cfg.ttft)
+        chunks = (n + per - 1) // per
+        if cfg.itl or cfg.drop_after is not None:
+            for i in range(chunks):
+                if cfg.drop_after is not None and i >= cfg.drop_after:
+                    await writer.drain()
+                    writer.close()
+                    return False
+                writer.write(event)
+                await writer.drain()
+                if cfg.itl and i + 1 < chunks:
+                    await asyncio.sleep(cfg.itl)
+        else:
+            writer.write(event * chunks)
+        eos = "<|im_end|>" * cfg.trailing_eos
+        finish = "length" if n == want else "stop"
+        last = {"index": 0, "finish_reason": finish}
+        last.update({"delta": {"content": eos}} if chat else {"text": eos})
+        draft = int(n * cfg.draft_per_token)
+        accepted = int(draft * cfg.accept_rate)
+        self.counters["predicted"] += n
+        self.counters["draft_tokens"] += draft
+        self.counters["accepted"] += accepted
+        self.counters["drafts"] += (draft + cfg.tokens_per_draft - 1) // cfg.tokens_per_draft
+        usage = {
+            "prompt_tokens": len(body.get("prompt") or []) if not chat else 8,
+            "completion_tokens": int(n * cfg.usage_factor),
+        }
+        writer.write(
+            _event({**head, "choices": [last]})
+            + _event(
+                {
+                    **head,
+                    "choices": [],
+                    "usage": usage,
+                    "timings": {"draft_n": draft, "draft_n_accepted": accepted},
+                }
+            )
+            + _chunk(b"data: [DONE]\n\n")
+            + b"0\r\n\r\n"
+        )
+        await writer.drain()
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=19010)
+    parser.add_argument("--ttft", type=float, default=0.0)
+    parser.add_argument("--itl", type=float, default=0.0)
+    parser.add_argument("--tokens-per-chunk", type=int, default=1)
+    args = parser.parse_args(argv)
+    cfg = StubConfig(ttft=args.ttft, itl=args.itl, tokens_per_chunk=args.tokens_per_chunk)
+    server = StubServer(cfg, args.port)
+    print(f"stub serving on {server.url}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(server.serve_forever())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""A one-model matrix served by the load generator's stub server, for report and nightly tests.
+
+The stub (`dayzero.loadgen.stub`) is a stand-in engine on purpose: it is the cheap, exact way to
+inject a fault a real engine cannot be told to produce on demand -- here a slower host (its
+time to first token comes from the host's `vars`, outside the recipe, like a lab machine that
+got slower overnight) and a server that echoes its environment into its log. Everything else
+on the path is real: pytest, the plugin, leases, the local transport, the client, evidence,
+Allure results, the report build.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from .conftest import REPO, write_yaml
+
+STUB_PORT = 18740
+
+
+def stub_card(*, model: str = "stubby", env: dict | None = None, echo_env: bool = False) -> dict:
+    serve = [sys.executable, "-m", "dayzero.loadgen.stub", "--port", "{port}", "--ttft", "{ttft}"]
+    command = (
+        ["sh", "-c", 'env; echo "setup: $DZ_SETUP_SEEN"; exec "$@"', "stub", *serve] if echo_env else serve
+    )
+    return {
+        "model": model,
+        "source": "https://example.invalid/recipes/stubby",
+        "engine": {
+            "name": "stub",
+            "health_path": "/health",
+            "bind": "127.0.0.1",
+            "version_command": "echo stub 1.0",
+        },
+        "recipe": {"port": STUB_PORT, "command": command, "env": {"PYTHONPATH": str(REPO), **(env or {})}},
+        "hardware": {"cpu": {"nodes": 1}},
+        "modes": {
+            "low_latency": {"concurrency": 1, "args": []},
+            "high_throughput": {"concurrency": 4, "args": []},
+        },
+        "strategies": {"baseline": {}},
+        "cells": [
+            {"hardware": ["cpu"], "modes": ["low_latency", "high_throughput"], "strategies": ["baseline"]}
+        ],
+        "floors": [
+            {
+                "metric": "output_throughput",
+                "concurrency": "mode",
+                "min": 1,
+                "max_tokens": 8,
+                "num_prompts": 8,
+            }
+        ],
+    }
+
+
+def stub_matrix(root: Path, card: dict) -> Path:
+    mdir = root / "matrix"
+    (mdir / "models").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "matrix" / "hardware.yaml", mdir / "hardware.yaml")
+    write_yaml(mdir / "models" / f"{card['model']}.yaml", card)
+    return mdir
+
+
+def stub_inventory(root: Path, *, ttft: float = 0.1, setup: str = "", slots: int = 2) -> Path:
+    host = {
+        "transport": "local",
+        "address": "127.0.0.1",
+        "hardware": "cpu",
+        "accelerators": 1,
+        "slots": slots,
+        "workdir": str(root / "work"),
+        "vars": {"ttft": str(ttft)},
+    }
+    if setup:
+        host["engine_setup"] = setup
+    return write_yaml(root / "hosts.yaml", {"hosts": {"stubhost": host}})
