@@ -1,0 +1,333 @@
+"""Anti-gaming on the raw records, beyond the harness's own compliance checks (recomputed elsewhere).
+
+The load must be the one the matrix asks for: the workload's very requests (ids, lengths) in
+every repetition, no more requests in flight than the concurrency, no output past max_tokens,
+probes and accuracy questions as written; and the timestamps must tell one consistent story
+inside the run the evidence describes. A vendor holding its own signing key can still write any
+records it likes; these checks make a fabricated set have to be consistent everywhere at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+from dayzero.checks.accuracy import load_eval
+from dayzero.checks.correctness import GoldenPolicy
+from dayzero.checks.performance import Floor, output_tokens
+from dayzero.submission.bundle import Reference, Subject
+from dayzero.submission.cellview import PROBES, CellView, Unrecomputable, views
+from dayzero.submission.findings import Finding, short
+
+TIME_TOLERANCE_S = 0.005  # chunk offsets are rounded to microseconds
+WINDOW_SLACK_S = 5.0  # evidence times are ISO seconds
+
+
+def _num(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _completed(records: list[dict]) -> list[dict]:
+    return [r for r in records if r.get("end") and not r.get("error")]
+
+
+def floor_groups(view: CellView) -> list[Floor]:
+    """One floor per measurement (workload, concurrency): floors of a group share their records."""
+    seen: dict[tuple[str, int], Floor] = {}
+    for floor in view.floors():
+        seen.setdefault((floor.workload, floor.concurrency), floor)
+    return list(seen.values())
+
+
+def repetitions(view: CellView, floor: Floor) -> Iterator[tuple[int, str, dict]]:
+    """(repetition, records file, answer) for the repetitions present (absent ones: recompute reports)."""
+    for rep, phase in enumerate(view.floor_phases(floor)):
+        try:
+            rel, answer = view.answer(phase)
+        except Unrecomputable:
+            continue
+        yield rep, rel, answer
+
+
+def timing_problem(r: dict) -> str:
+    send, first, end, chunks = r.get("send"), r.get("first"), r.get("end"), r.get("chunks") or []
+    if not (_num(send) and _num(end)):
+        return "send or end is not a time"
+    if end < send:
+        return "end before send"
+    if any(b < a for a, b in zip(chunks, chunks[1:], strict=False)) or (chunks and chunks[0] < 0):
+        return "chunk times not increasing"
+    if first is not None:
+        if not (_num(first) and send <= first <= end):
+            return "first content outside send..end"
+        if chunks and abs(first - (send + chunks[0])) > TIME_TOLERANCE_S:
+            return "first != send + chunks[0]"
+    if chunks and send + chunks[-1] > end + TIME_TOLERANCE_S:
+        return "a chunk after end"
+    return ""
+
+
+def check_timestamps(s: Subject, ref: Reference) -> list[Finding]:
+    out = []
+    for view in views(s, ref):
+        for rel, answer in sorted(view.answers.items()):
+            bad = [(r["id"], p) for r in _completed(answer["records"]) if (p := timing_problem(r))]
+            if bad:
+                rid, problem = bad[0]
+                out.append(
+                    Finding(
+                        rel,
+                        "antigaming.timestamps",
+                        f"{len(bad)} record(s), e.g. {short(rid, 40)}: {problem}",
+                        "consistent times",
+                    )
+                )
+    return out
+
+
+def check_max_tokens(s: Subject, ref: Reference) -> list[Finding]:
+    """No request produced more tokens than it asked for."""
+    out = []
+    for view in views(s, ref):
+        for rel, answer in sorted(view.answers.items()):
+            over = [
+                r
+                for r in _completed(answer["records"])
+                if _num(r.get("max_tokens")) and output_tokens(r) > r["max_tokens"]
+            ]
+            if over:
+                r = over[0]
+                out.append(
+                    Finding(
+                        rel,
+                        "antigaming.tokens",
+                        f"{len(over)} record(s), e.g. {short(r['id'], 40)}: {output_tokens(r)} tokens",
+                        f"at most max_tokens {r['max_tokens']}",
+                    )
+                )
+    return out
+
+
+def expected_requests(requests: list[dict]) -> list[tuple[str, int]]:
+    """(id, max_tokens) per record the client writes: a multi-turn session gives one per turn."""
+    out = []
+    for req in requests:
+        if "turns" in req:
+            out += [(f"{req['id']}/t{k}", turn["max_tokens"]) for k, turn in enumerate(req["turns"])]
+        else:
+            out.append((req["id"], req["max_tokens"]))
+    return out
+
+
+def check_streamed_tokens(s: Subject, ref: Reference) -> list[Finding]:
+    """TEST06's floor: a content chunk carries at least one token, so never fewer tokens than chunks."""
+    out = []
+    for view in views(s, ref):
+        for rel, answer in sorted(view.answers.items()):
+            short_counted = [
+                r
+                for r in _completed(answer["records"])
+                if (r.get("usage") or {}).get("completion_tokens") is not None
+                and r["usage"]["completion_tokens"] < len(r.get("chunks") or ())
+            ]
+            if short_counted:
+                r = short_counted[0]
+                out.append(
+                    Finding(
+                        rel,
+                        "antigaming.tokens",
+                        f"{len(short_counted)} record(s), e.g. {short(r['id'], 40)}: "
+                        f"{r['usage']['completion_tokens']} tokens in {len(r['chunks'])} chunks",
+                        "at least one token per streamed chunk",
+                    )
+                )
+    return out
+
+
+def check_workload(s: Subject, ref: Reference) -> list[Finding]:
+    """Every repetition ran the workload's own requests: same ids and max_tokens, same count."""
+    out = []
+    for view in views(s, ref):
+        for floor in floor_groups(view):
+            workload = view.floor_workload(floor)
+            n = view.protocol.num_prompts(floor.concurrency, floor.num_prompts)
+            for rep, rel, answer in repetitions(view, floor):
+                want = expected_requests(workload.requests(n, rep))
+                got = [(r["id"], r.get("max_tokens")) for r in answer["records"]]
+                if sorted(got, key=str) != sorted(want, key=str):
+                    out.append(
+                        Finding(
+                            rel,
+                            "antigaming.workload",
+                            f"{len(got)} requests {short(got[:2])}...",
+                            f"{len(want)} requests of {workload.name} repetition {rep} {short(want[:2])}...",
+                        )
+                    )
+                client = answer.get("client") or {}
+                if "concurrency" in client and client["concurrency"] != floor.concurrency:
+                    out.append(
+                        Finding(
+                            rel,
+                            "antigaming.concurrency",
+                            f"client concurrency {short(client['concurrency'])}",
+                            f"{floor.concurrency}",
+                        )
+                    )
+    return out
+
+
+def max_in_flight(records: list[dict]) -> int:
+    """Most requests open at once, from send..end (an end at t frees a slot for a send at t)."""
+    events = []
+    for r in records:
+        if _num(r.get("send")) and _num(r.get("end")) and r["end"] >= r["send"]:
+            events += [(r["send"] + TIME_TOLERANCE_S, 1), (r["end"], -1)]
+    level = peak = 0
+    for _, step in sorted(events):
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def check_concurrency(s: Subject, ref: Reference) -> list[Finding]:
+    out = []
+    for view in views(s, ref):
+        for floor in floor_groups(view):
+            for _, rel, answer in repetitions(view, floor):
+                peak = max_in_flight(answer["records"])
+                if peak > floor.concurrency:
+                    out.append(
+                        Finding(
+                            rel,
+                            "antigaming.concurrency",
+                            f"{peak} requests in flight",
+                            f"at most {floor.concurrency} ({floor.name})",
+                        )
+                    )
+    return out
+
+
+def check_probe_requests(s: Subject, ref: Reference) -> list[Finding]:
+    """Probes ran as the card wrote them: same ids, same max_tokens (more tokens would be easier)."""
+    out = []
+    for view in views(s, ref):
+        probes = {p["id"]: p.get("max_tokens", 32) for p in view.card.data.get("probes", [])}
+        try:
+            rel, answer = view.answer(PROBES)
+        except Unrecomputable:
+            continue
+        got = sorted((r["id"], r.get("max_tokens")) for r in answer["records"])
+        if got != sorted(probes.items()):
+            out.append(
+                Finding(
+                    rel, "antigaming.probes", f"requests {short(got)}", f"the probes {sorted(probes.items())}"
+                )
+            )
+        # As cellrun runs them: one at a time for exact goldens, else at the mode's concurrency.
+        mode = view.card.mode(view.cell.mode)
+        exact = GoldenPolicy.from_card(mode.get("golden")).policy == "exact"
+        allowed = 1 if exact else mode["concurrency"]
+        if (peak := max_in_flight(answer["records"])) > allowed:
+            out.append(
+                Finding(rel, "antigaming.concurrency", f"{peak} probes in flight", f"at most {allowed}")
+            )
+    return out
+
+
+def check_accuracy_requests(s: Subject, ref: Reference) -> list[Finding]:
+    """The accuracy gate asked the eval set's questions, each once, with the gate's max_tokens."""
+    out = []
+    for view in views(s, ref):
+        for gate in view.gates():
+            try:
+                rel, answer = view.answer(f"accuracy-{gate.eval}")
+            except Unrecomputable:
+                continue
+            items = load_eval(view.suites / "evals", gate.eval).items
+            items = items[: gate.limit] if gate.limit else items
+            got = sorted((r["id"], r.get("max_tokens")) for r in answer["records"])
+            want = sorted((i.id, gate.max_tokens) for i in items)
+            if got != want:
+                out.append(
+                    Finding(
+                        rel,
+                        "antigaming.accuracy",
+                        f"{len(got)} requests {short(got[:2])}",
+                        f"{len(want)} questions of {gate.eval}",
+                    )
+                )
+    return out
+
+
+def check_speculative_requests(s: Subject, ref: Reference) -> list[Finding]:
+    """Acceptance was measured on the workload's own requests, as many as the rule asks."""
+    out = []
+    for view in views(s, ref):
+        for rule, name in view.speculative():
+            try:
+                rel, answer = view.answer(f"spec-{name}")
+            except Unrecomputable:
+                continue
+            want = sorted(expected_requests(view.workload(name).requests(rule.num_prompts)), key=str)
+            got = sorted(((r["id"], r.get("max_tokens")) for r in answer["records"]), key=str)
+            if got != want:
+                out.append(
+                    Finding(
+                        rel,
+                        "antigaming.workload",
+                        f"{len(got)} requests {short(got[:2])}",
+                        f"{len(want)} requests of {name}",
+                    )
+                )
+    return out
+
+
+def _time(value: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(value).timestamp()
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def check_run_window(s: Subject, ref: Reference) -> list[Finding]:
+    """Records were taken during the run the evidence describes."""
+    out = []
+    for view in views(s, ref):
+        run = view.doc["run"]
+        start, end = _time(run["started"]), _time(run["finished"])
+        if start is None or end is None or end < start:
+            out.append(
+                Finding(
+                    view.name,
+                    "antigaming.window",
+                    "run times not ISO 8601 or reversed",
+                    "run.started <= run.finished",
+                )
+            )
+            continue
+        for rel, answer in sorted(view.answers.items()):
+            times = [t for r in answer["records"] for t in (r.get("send"), r.get("end")) if _num(t)]
+            outside = [t for t in times if not start - WINDOW_SLACK_S <= t <= end + WINDOW_SLACK_S]
+            if outside:
+                out.append(
+                    Finding(
+                        rel,
+                        "antigaming.window",
+                        f"{len(outside)} time(s) outside the run",
+                        f"within {run['started']} .. {run['finished']}",
+                    )
+                )
+    return out
+
+
+CHECKS = (
+    check_timestamps,
+    check_max_tokens,
+    check_streamed_tokens,
+    check_workload,
+    check_concurrency,
+    check_probe_requests,
+    check_accuracy_requests,
+    check_speculative_requests,
+    check_run_window,
+)

@@ -1,0 +1,209 @@
+"""`dayzero submission check`: run every family of checks on a bundle, answer one line per finding.
+
+Exit codes: 0 accepted (no finding), 1 rejected (findings), 2 unusable input (not a readable
+bundle, or the checker's own inputs missing). A check that raises is itself a finding, so a
+hostile bundle can make the checker say no, never crash it into a yes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import dayzero
+from dayzero.errors import ConfigError
+from dayzero.evidence import slug
+from dayzero.matrix import load_matrix
+from dayzero.submission import antigaming, completeness, manifest, provenance, recompute, schema, signature
+from dayzero.submission.bundle import Reference, Subject
+from dayzero.submission.extract import DEFAULT_LIMITS, Limits, UnusableBundle, extract
+from dayzero.submission.findings import Finding, short
+
+FAMILIES = (
+    manifest.CHECKS,
+    signature.CHECKS,
+    schema.CHECKS,
+    completeness.CHECKS,
+    recompute.CHECKS,
+    antigaming.CHECKS,
+    provenance.CHECKS,
+)
+ACCEPTED, REJECTED, UNUSABLE = "accepted", "rejected", "unusable"
+EXIT = {ACCEPTED: 0, REJECTED: 1, UNUSABLE: 2}
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Report:
+    bundle: str
+    sha256: str
+    vendor: str
+    cells: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    checked: str
+    signer: str = ""
+    harness: str = ""
+    unusable: str = ""
+    cell_findings: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        if self.unusable:
+            return UNUSABLE
+        return REJECTED if self.findings else ACCEPTED
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == ACCEPTED
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT[self.verdict]
+
+    def lines(self) -> list[str]:
+        if self.unusable:
+            return [f"{Path(self.bundle).name}: unusable: {self.unusable}"]
+        return [f.line() for f in self.findings]
+
+    def to_markdown(self) -> str:
+        def cell_text(value: str) -> str:
+            return short(value, 300).replace("|", "\\|")
+
+        out = [
+            f"# Submission check: {self.verdict.upper()}",
+            "",
+            f"- bundle: `{Path(self.bundle).name}` (sha256 `{self.sha256 or '-'}`)",
+            f"- vendor: {self.vendor or '-'}",
+            f"- signature: {self.signer or 'not verified'}",
+            f"- harness: {self.harness or '-'}",
+            f"- checked: {self.checked}",
+            f"- findings: {len(self.findings)}",
+        ]
+        if self.unusable:
+            out += ["", f"Unusable input: {self.unusable}", ""]
+            return "\n".join(out)
+        if self.cells:
+            per_cell = dict(self.cell_findings)
+            out += ["", "## Cells", "", "| cell | findings |", "|---|---|"]
+            out += [f"| `{c}` | {per_cell.get(c, 0)} |" for c in self.cells]
+        if self.findings:
+            out += ["", "## Findings", "", "| file | requirement | found | expected |", "|---|---|---|---|"]
+            out += [
+                f"| `{cell_text(f.file or '<bundle>')}` | {f.requirement} "
+                f"| {cell_text(f.found)} | {cell_text(f.expected)} |"
+                for f in self.findings
+            ]
+        out.append("")
+        return "\n".join(out)
+
+
+def run_family(checks, s: Subject, ref: Reference) -> list[Finding]:
+    out = []
+    for check in checks:
+        try:
+            out += check(s, ref)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a hostile bundle must not crash the checker
+            out.append(
+                Finding(
+                    "",
+                    "checker.internal",
+                    f"{check.__name__}: {type(exc).__name__}: {short(str(exc))}",
+                    "no checker error",
+                )
+            )
+    return out
+
+
+def cell_of_file(s: Subject) -> dict[str, str]:
+    """Which cell a bundle file belongs to, for the per-cell counts of the verdict."""
+    owner = {}
+    for name, doc in s.evidence.items():
+        owner[name] = doc["cell"]
+        prefix = f"runs/{doc['run']['id']}/{slug(doc['cell'])}/"
+        for other in s.bundle.files:
+            if other.startswith(prefix):
+                owner[other] = doc["cell"]
+    return owner
+
+
+def run_checks(
+    path: Path, ref: Reference, workdir: Path, limits: Limits = DEFAULT_LIMITS
+) -> tuple[Report, Subject | None]:
+    """Extract into `workdir` and check; the subject stays readable there (accept copies from it)."""
+    checked = now_iso()
+    try:
+        bundle, findings = extract(Path(path), Path(workdir), limits)
+    except UnusableBundle as exc:
+        return Report(str(path), "", "", (), (), checked, unusable=str(exc)), None
+    if findings:  # hostile members: nothing else is read
+        return Report(str(path), bundle.sha256, "", (), tuple(findings), checked), None
+    subject, findings = schema.load_subject(bundle)
+    for family in FAMILIES:
+        findings += run_family(family, subject, ref)
+    findings = sorted(set(findings), key=lambda f: (f.file, f.requirement, f.found))
+    owner = cell_of_file(subject)
+    cells = tuple(completeness.claimed_cells(subject))
+    signed = not any(f.requirement.startswith("signature.") for f in findings)
+    report = Report(
+        str(path),
+        bundle.sha256,
+        subject.vendor,
+        cells,
+        tuple(findings),
+        checked,
+        signer=signature.signer(subject, ref) if signed else "",
+        harness=describe_harness(subject),
+        cell_findings=tuple((c, sum(1 for f in findings if owner.get(f.file) == c)) for c in cells),
+    )
+    return report, subject
+
+
+def describe_harness(s: Subject) -> str:
+    harness = (s.submission or {}).get("harness") or {}
+    if not harness:
+        return ""
+    state = "clean" if harness.get("clean") and not harness.get("status") else "dirty"
+    return f"{harness.get('version', '?')} @ {harness.get('commit') or '?'} ({state})"
+
+
+def check_bundle(path: Path, ref: Reference, limits: Limits = DEFAULT_LIMITS) -> Report:
+    with tempfile.TemporaryDirectory(prefix="dayzero-check-") as tmp:
+        return run_checks(path, ref, Path(tmp), limits)[0]
+
+
+def harness_root() -> Path:
+    return Path(dayzero.__file__).resolve().parents[1]
+
+
+@cache
+def _commit_known(root: str, commit: str) -> bool:
+    result = subprocess.run(
+        ["git", "-C", root, "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True, timeout=30
+    )
+    return result.returncode == 0
+
+
+def known_commit_in(root: Path) -> Callable[[str], bool] | None:
+    """Commits of the maintainers' checkout, when the checker runs from one."""
+    if not (Path(root) / ".git").exists():
+        return None
+    return lambda commit: _commit_known(str(root), commit)
+
+
+def reference(matrix_dir: Path, goldens_dir: Path, allowed_signers: Path) -> Reference:
+    return Reference(
+        load_matrix(Path(matrix_dir)),
+        Path(goldens_dir),
+        Path(allowed_signers),
+        known_commit=known_commit_in(harness_root()),
+    )

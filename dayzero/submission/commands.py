@@ -1,0 +1,106 @@
+"""`dayzero submission pack | check | accept`: the command-line side of vendor submissions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from dayzero.errors import ConfigError
+from dayzero.matrix import load_matrix
+
+ALLOWED_SIGNERS = "submissions/allowed_signers"
+
+
+def cmd_pack(args) -> int:
+    from dayzero.submission.pack import pack
+
+    system = None
+    if args.system:
+        try:
+            system = yaml.safe_load(Path(args.system).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(args.system, "", f"not a readable system description: {exc}") from None
+        if not isinstance(system, dict):
+            raise ConfigError(args.system, "", "expected a mapping (system_name, hardware, engines, hosts)")
+    out = Path(args.output or f"submission-{args.vendor}.tar.gz")
+    pack(
+        Path(args.reports),
+        out,
+        args.vendor,
+        Path(args.key),
+        load_matrix(args.matrix),
+        cells=args.cell or None,
+        system=system,
+        allow_dirty=args.allow_dirty,
+    )
+    print(out)
+    return 0
+
+
+def _report_out(report, markdown: str | None) -> None:
+    for line in report.lines():
+        print(line)
+    if markdown:
+        Path(markdown).write_text(report.to_markdown())
+    print(
+        f"{Path(report.bundle).name}: {report.verdict} ({len(report.findings)} finding(s), "
+        f"{len(report.cells)} cell(s), vendor {report.vendor or '-'})",
+        file=sys.stderr,
+    )
+
+
+def cmd_check(args) -> int:
+    from dayzero.submission.check import check_bundle, reference
+
+    report = check_bundle(Path(args.bundle), reference(args.matrix, args.goldens, args.allowed_signers))
+    _report_out(report, args.markdown)
+    return report.exit_code
+
+
+def cmd_accept(args) -> int:
+    from dayzero.report.acceptance import write_acceptance
+    from dayzero.submission.accept import accept
+    from dayzero.submission.check import reference
+
+    ref = reference(args.matrix, args.goldens, args.allowed_signers)
+    report, written = accept(Path(args.bundle), ref, Path(args.reports))
+    _report_out(report, args.markdown)
+    if report.accepted:
+        for path in written:
+            print(f"accepted: {path}")
+        print(f"acceptance table: {write_acceptance(ref.matrix, Path(args.reports))}")
+    return report.exit_code
+
+
+def add_commands(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="submission_command", required=True)
+
+    p = sub.add_parser(
+        "pack", help="pack the latest evidence per cell, raw records and logs into a signed bundle"
+    )
+    p.add_argument("cell", nargs="*", help="cells to pack (default: every cell with evidence)")
+    p.add_argument("--vendor", required=True, help="vendor name: the signing identity in allowed_signers")
+    p.add_argument("--key", required=True, help="the vendor's SSH private key (ssh-keygen -Y sign)")
+    p.add_argument("--reports", default="reports", help="reports directory of the run (default: reports)")
+    p.add_argument("--system", help="YAML/JSON system description: drivers, engine images and digests, ...")
+    p.add_argument(
+        "--allow-dirty", action="store_true", help="pack from a modified harness (the checker reports it)"
+    )
+    p.add_argument("-o", "--output", help="bundle path (default: submission-<vendor>.tar.gz)")
+    p.set_defaults(func=cmd_pack)
+
+    for name, func, text in (
+        ("check", cmd_check, "check a bundle: one line per finding; exit 0 accepted, 1 rejected, 2 unusable"),
+        ("accept", cmd_accept, "check a bundle and, if accepted, add its evidence to the reports"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("bundle")
+        p.add_argument("--allowed-signers", default=ALLOWED_SIGNERS, help=f"(default: {ALLOWED_SIGNERS})")
+        p.add_argument("--goldens", default="suites/goldens", help="golden outputs (default: suites/goldens)")
+        p.add_argument("--markdown", help="also write the verdict as Markdown to this file")
+        if name == "accept":
+            p.add_argument("--reports", default="reports", help="reports directory to add the evidence to")
+        p.set_defaults(func=func)

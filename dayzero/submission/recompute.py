@@ -1,0 +1,288 @@
+"""Recompute every check from the raw records with the harness's own check functions.
+
+The bundle's summaries and verdicts are claims; what counts is what the harness's own code says
+about the raw records (`phases.measure_workload` replayed on them, then `check_floor`,
+`check_probe`, `check_golden`, `check_accuracy`, `check_acceptance` of dayzero.checks), against
+the maintainers' matrix, goldens and eval sets. A claimed value they do not reproduce is a
+finding; so is a recomputed check that fails (a floor not met, a golden that differs, an
+accuracy below its threshold).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from functools import lru_cache, partial
+
+from dayzero.checks import CheckResult
+from dayzero.checks.accuracy import AccuracyGate, check_accuracy, load_eval
+from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
+from dayzero.checks.performance import Floor, Measurement, check_floor
+from dayzero.checks.speculative import AcceptanceRule, SpecCounters, check_acceptance, source_for
+from dayzero.phases import Endpoint, measure_workload
+from dayzero.submission.bundle import Reference, Subject
+from dayzero.submission.cellview import PROBES, CellView, Expected, Unrecomputable, views
+from dayzero.submission.findings import Finding, short
+
+COMPARED = ("kind", "verdict", "message", "measured", "bound")  # with details: the whole claim
+MISSING = object()
+
+
+def accelerators(doc: dict) -> int:
+    counts = [h.get("accelerators") for h in doc["hosts"]]
+    if not counts or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts):
+        raise Unrecomputable(
+            "", f"hosts {short(doc['hosts'])} do not say how many accelerators served the cell"
+        )
+    return sum(counts)
+
+
+def _probe_record(view: CellView, probe: dict) -> dict:
+    rel, answer = view.answer(PROBES)
+    for record in answer["records"]:
+        if record["id"] == probe["id"]:
+            return record
+    raise Unrecomputable(rel, f"no record for probe {probe['id']}")
+
+
+def probe_result(view: CellView, probe: dict) -> CheckResult:
+    record = _probe_record(view, probe)
+    return check_probe(probe, record.get("text") or "", record.get("error"))
+
+
+def golden_result(view: CellView, probe: dict) -> CheckResult:
+    record = _probe_record(view, probe)
+    policy = GoldenPolicy.from_card(view.card.mode(view.cell.mode).get("golden"))
+    expected = view.golden.outputs.get(probe["id"]) if view.golden else None
+    return check_golden(policy, probe["id"], expected, record.get("text") or "")
+
+
+def floor_answers(view: CellView, floor: Floor) -> list[tuple[str, dict]]:
+    """The repetitions' raw answers, by the phase names the harness writes."""
+    return [view.answer(phase) for phase in view.floor_phases(floor)]
+
+
+@dataclass
+class Replay:
+    """An endpoint that answers `phases.measure_workload` with the recorded answers, in order.
+
+    Replaying the harness's own measurement code (rather than restating it) keeps every summary,
+    client block and anti-gaming finding exactly as the harness computes them, now and later.
+    """
+
+    answers: list[tuple[str, dict]]
+    kept: int = 0
+
+    def client(self, spec: dict, timeout: float) -> dict:
+        return copy.deepcopy(self.answers[self.kept][1])
+
+    def keep(self, phase: str, answer: dict) -> str:
+        rel = self.answers[self.kept][0]
+        self.kept += 1
+        return rel
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(url="replay://", client=self.client, keep=self.keep, say=lambda message: None)
+
+
+def measurement(view: CellView, floor: Floor) -> Measurement:
+    answers = floor_answers(view, floor)
+    protocol = view.protocol
+    if protocol.client_processes is None:
+        # The run grew its client processes while saturated; the recorded answers say how many the
+        # last repetition used, which is what the harness reports. Replay never retries.
+        last = (answers[-1][1].get("client") or {}).get("processes") or 1
+        protocol = replace(protocol, client_processes=last)
+    return measure_workload(
+        Replay(answers).endpoint(),
+        view.floor_workload(floor),
+        floor.concurrency,
+        protocol,
+        accelerators(view.doc),
+        floor.num_prompts,
+        floor.repetitions,
+    )
+
+
+def floor_result(view: CellView, floor: Floor) -> CheckResult:
+    return check_floor(floor, measurement(view, floor))
+
+
+def accuracy_result(view: CellView, gate: AccuracyGate) -> CheckResult:
+    _, answer = view.answer(f"accuracy-{gate.eval}")
+    evalset = load_eval(view.suites / "evals", gate.eval)
+    items = evalset.items[: gate.limit] if gate.limit else evalset.items
+    return check_accuracy(gate, items, answer["records"])
+
+
+def _counters(value):
+    if isinstance(value, dict):
+        return SpecCounters(
+            **{k: float(value[k]) for k in ("drafts", "draft_tokens", "accepted") if k in value}
+        )
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def speculative_result(view: CellView, rule: AcceptanceRule, workload: str) -> CheckResult:
+    _, answer = view.answer(f"spec-{workload}")
+    counters = answer.get("counters") or {}
+    kind = source_for(view.card.engine.get("name", ""))[0]
+    return check_acceptance(
+        workload,
+        view.workload(workload).tag,
+        kind,
+        _counters(counters.get("before")),
+        _counters(counters.get("after")),
+        answer["records"],
+        rule.min_accept_length.get(workload),
+    )
+
+
+def expected_checks(view: CellView) -> list[Expected]:
+    """Every check the matrix requires of this cell (as `cellrun` and `phases` name them)."""
+    probes = view.card.data.get("probes", [])
+    out = [Expected(f"probe:{p['id']}", partial(probe_result, view, p)) for p in probes]
+    out += [Expected(f"golden:{p['id']}", partial(golden_result, view, p)) for p in probes]
+    out += [Expected(floor.name, partial(floor_result, view, floor)) for floor in view.floors()]
+    out += [Expected(gate.name, partial(accuracy_result, view, gate)) for gate in view.gates()]
+    out += [
+        Expected(f"speculative:accept_length@{wl}", partial(speculative_result, view, rule, wl))
+        for rule, wl in view.speculative()
+    ]
+    return out
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """One evidence document's checks as its raw records support them."""
+
+    view: CellView
+    checks: dict[str, CheckResult]
+    required: tuple[str, ...]
+    findings: tuple[Finding, ...] = ()
+
+
+def recompute_view(view: CellView) -> Recomputed:
+    checks, findings = {}, []
+    expected = expected_checks(view)
+    for e in expected:
+        try:
+            checks[e.name] = e.recompute()
+        except Unrecomputable as exc:
+            findings.append(
+                Finding(exc.file or view.name, "recompute.records", exc.reason, f"raw records for {e.name}")
+            )
+    unique = tuple(dict.fromkeys(Finding(f.file, f.requirement, f.found, f.expected) for f in findings))
+    return Recomputed(view, checks, tuple(dict.fromkeys(e.name for e in expected)), unique)
+
+
+@lru_cache(maxsize=4)
+def recompute_all(s: Subject, ref: Reference) -> dict[str, Recomputed]:
+    return {view.name: recompute_view(view) for view in views(s, ref)}
+
+
+def _plain(value):
+    """As the value reads back from JSON (tuples become lists), so claims compare like for like."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    return a == b
+
+
+def diff(claimed, recomputed, path: str) -> Iterator[tuple[str, object, object]]:
+    """Leaves the claim states that the recomputation does not reproduce (its extra keys are fine)."""
+    if isinstance(claimed, dict):
+        if not isinstance(recomputed, dict):
+            yield path, claimed, recomputed
+            return
+        for key, value in claimed.items():
+            if key not in recomputed:
+                yield f"{path}.{key}", value, MISSING
+            else:
+                yield from diff(value, recomputed[key], f"{path}.{key}")
+    elif isinstance(claimed, list):
+        if not isinstance(recomputed, list) or len(claimed) != len(recomputed):
+            yield path, claimed, recomputed
+            return
+        for i, (a, b) in enumerate(zip(claimed, recomputed, strict=True)):
+            yield from diff(a, b, f"{path}[{i}]")
+    elif not _same(claimed, recomputed):
+        yield path, claimed, recomputed
+
+
+def check_claims(s: Subject, ref: Reference) -> list[Finding]:
+    """Every claimed check equals its recomputation: kind, verdict, message, value, bound, details."""
+    out = []
+    for name, r in recompute_all(s, ref).items():
+        out += r.findings
+        for claimed in s.evidence[name]["checks"]:
+            check_name = claimed["name"]
+            redo = r.checks.get(check_name)
+            if redo is None:
+                if check_name not in r.required:
+                    out.append(
+                        Finding(
+                            name,
+                            "recompute.unknown",
+                            f"check {short(check_name)}",
+                            "a check the matrix defines",
+                        )
+                    )
+                continue
+            redone = _plain(redo.to_json())
+            pairs = [(f, claimed.get(f, MISSING), redone[f]) for f in COMPARED]
+            pairs.append(("details", claimed.get("details", {}), redone["details"]))
+            for field_name, mine, theirs in pairs:
+                for path, a, b in diff(mine, theirs, f"{check_name}.{field_name}"):
+                    expected = (
+                        "nothing the raw records support"
+                        if b is MISSING
+                        else f"{short(b)} from the raw records"
+                    )
+                    out.append(Finding(name, "recompute.claim", f"{path} = {short(a)}", expected))
+    return out
+
+
+def check_requirements_met(s: Subject, ref: Reference) -> list[Finding]:
+    """Probes, goldens, floors, compliance, accuracy and acceptance re-evaluated: each must pass."""
+    out = []
+    for name, r in recompute_all(s, ref).items():
+        for check_name, result in sorted(r.checks.items()):
+            if not result.passed:
+                kind = check_name.split(":", 1)[0]
+                out.append(
+                    Finding(
+                        name,
+                        f"recompute.{kind}",
+                        f"{check_name}: {result.verdict}: {short(result.message, 200)}",
+                        f"passed (bound {short(result.bound, 80)})",
+                    )
+                )
+    return out
+
+
+def check_cell_verdict(s: Subject, ref: Reference) -> list[Finding]:
+    """The cell's verdict is passed exactly when every required check recomputes as passed."""
+    out = []
+    for name, r in recompute_all(s, ref).items():
+        passed = not r.findings and all(n in r.checks and r.checks[n].passed for n in r.required)
+        expected = "passed" if passed else "failed"
+        claimed = s.evidence[name]["verdict"]
+        if claimed != expected and claimed != "broken":
+            out.append(
+                Finding(name, "recompute.verdict", f"verdict {claimed}", f"{expected} from the raw records")
+            )
+    return out
+
+
+CHECKS = (check_claims, check_requirements_met, check_cell_verdict)

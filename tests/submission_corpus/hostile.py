@@ -1,0 +1,429 @@
+"""The corpus of broken and hostile bundles: each case says which finding must reject it.
+
+Every case starts from the lab's valid bundle. Cases marked `resign` rewrite documents and then
+re-sign them with the vendor's own key, as a vendor could: the signature is valid, so only the
+checker's own recomputation and comparisons can catch them.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dayzero.submission.bundle import MANIFEST, SIGNATURE, SUBMISSION
+from dayzero.submission.extract import Limits
+
+from .lab import VENDOR, Lab
+from .tarkit import Member, edit_json, manifest_for, resign, sign_bytes, write_members
+
+Members = dict[str, bytes]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    requirement: str  # the finding that must reject it (exit 1), or "unusable" (exit 2)
+    build: Callable[[Lab, Path], Path]
+    limits: Limits = Limits()
+    synthetic_only: bool = False  # relies on the synthetic run's speed against the repository's floors
+
+
+def first(members: Members, prefix: str, suffix: str = "") -> str:
+    return next(n for n in sorted(members) if n.startswith(prefix) and n.endswith(suffix))
+
+
+def evidence_name(members: Members, mode: str = "low_latency", strategy: str = "baseline") -> str:
+    return first(members, f"evidence/smollm2-135m__cpu__{mode}__{strategy}__")
+
+
+def run_file(members: Members, evidence: str, suffix: str) -> str:
+    doc = json.loads(members[evidence])
+    return next(r for r in doc["records"] + doc["logs"] if r.endswith(suffix))
+
+
+def perf_file(members: Members, evidence: str) -> str:
+    return run_file(members, evidence, "-r0.json")
+
+
+def out(tmp: Path, name: str) -> Path:
+    return tmp / f"{name}.tar.gz"
+
+
+def with_members(extra: list[Member]) -> Callable[[Lab, Path], Path]:
+    """The valid bundle plus raw tar members (links, devices, traversal) after its own."""
+
+    def build(lab: Lab, tmp: Path) -> Path:
+        members = [Member(n, d) for n, d in sorted(lab.members().items())]
+        return write_members(out(tmp, "extra"), members + extra)
+
+    return build
+
+
+def edited(change: Callable[[Members], Members], sign: bool) -> Callable[[Lab, Path], Path]:
+    def build(lab: Lab, tmp: Path) -> Path:
+        members = change(lab.members())
+        if sign:
+            members = resign(members, lab.key, VENDOR, tmp)
+        return write_members(out(tmp, "edited"), members)
+
+    return build
+
+
+def bomb(lab: Lab, tmp: Path) -> Path:
+    """64 MiB of zeros: about 64 KiB compressed, a 1000:1 ratio."""
+    members = [Member(n, d) for n, d in sorted(lab.members().items())]
+    return write_members(out(tmp, "bomb"), [*members, Member("runs/x/y/logs/zeros.log", bytes(64 << 20))])
+
+
+def many_files(lab: Lab, tmp: Path) -> Path:
+    members = [Member(n, d) for n, d in sorted(lab.members().items())]
+    return write_members(
+        out(tmp, "many"), members + [Member(f"runs/x/y/logs/{i}.log", b"x") for i in range(50)]
+    )
+
+
+def duplicate(lab: Lab, tmp: Path) -> Path:
+    members = lab.members()
+    ev = evidence_name(members)
+    listed = [Member(n, d) for n, d in sorted(members.items())]
+    return write_members(out(tmp, "dup"), [*listed, Member(ev, b'{"cell": "forged"}')])
+
+
+def wrong_signer(lab: Lab, tmp: Path) -> Path:
+    """Mallory signs acme's bundle: her key is allowed, but not for acme."""
+    members = lab.members()
+    members[SIGNATURE] = sign_bytes(members[MANIFEST], lab.other_key, tmp)
+    return write_members(out(tmp, "signer"), members)
+
+
+def unknown_key(lab: Lab, tmp: Path) -> Path:
+    from .tarkit import make_key
+
+    members = lab.members()
+    members[SIGNATURE] = sign_bytes(members[MANIFEST], make_key(tmp, "stranger"), tmp)
+    return write_members(out(tmp, "stranger"), members)
+
+
+def impersonation(lab: Lab, tmp: Path) -> Path:
+    """Mallory packs acme's evidence as her own bundle but leaves submission.json saying acme."""
+    members = {n: d for n, d in lab.members().items() if n not in (MANIFEST, SIGNATURE)}
+    members[MANIFEST] = manifest_for(members, "mallory")
+    members[SIGNATURE] = sign_bytes(members[MANIFEST], lab.other_key, tmp)
+    return write_members(out(tmp, "mallory"), members)
+
+
+def no_signature(lab: Lab, tmp: Path) -> Path:
+    members = lab.members()
+    del members[SIGNATURE]
+    return write_members(out(tmp, "nosig"), members)
+
+
+def flip_log_byte(members: Members) -> Members:
+    log = first(members, "runs/", ".log")
+    data = bytearray(members[log])
+    data[0] ^= 0x01
+    return {**members, log: bytes(data)}
+
+
+def add_file(members: Members) -> Members:
+    log = first(members, "runs/", ".log")
+    return {**members, log.replace("local-server-0.log", "extra.log"): b"not in the manifest\n"}
+
+
+def drop_records(members: Members) -> Members:
+    ev = evidence_name(members)
+    return {n: d for n, d in members.items() if n != perf_file(members, ev)}
+
+
+def inflate_throughput(members: Members) -> Members:
+    """The evidence claims twice the throughput its raw records support."""
+    ev = evidence_name(members)
+
+    def change(doc):
+        for check in doc["checks"]:
+            if check["name"].startswith("floor:output_throughput"):
+                check["measured"] *= 2
+                for summary in check["details"]["summaries"]:
+                    summary["output_throughput"] *= 2
+
+    return edit_json(members, ev, change)
+
+
+def slow_records_claimed_fast(members: Members) -> Members:
+    """Raw records stretched a hundredfold (the server was slow); the evidence still says passed."""
+    ev = evidence_name(members)
+    for rel in json.loads(members[ev])["records"]:
+        if "/perf-" not in rel:
+            continue
+
+        def stretch(doc):
+            t0 = min(r["send"] for r in doc["records"])
+            for r in doc["records"]:
+                for key in ("send", "first", "end"):
+                    r[key] = t0 + (r[key] - t0) * 100
+                r["chunks"] = [c * 100 for c in r["chunks"]]
+
+        members = edit_json(members, rel, stretch)
+    return members
+
+
+def drop_check(prefix: str) -> Callable[[Members], Members]:
+    """Leave out the first check whose name starts with `prefix` (e.g. a probe, a floor)."""
+
+    def change(members: Members) -> Members:
+        ev = evidence_name(members)
+
+        def drop(doc):
+            name = next(c["name"] for c in doc["checks"] if c["name"].startswith(prefix))
+            doc["checks"] = [c for c in doc["checks"] if c["name"] != name]
+
+        return edit_json(members, ev, drop)
+
+    return change
+
+
+def set_in_evidence(path: tuple, value) -> Callable[[Members], Members]:
+    def change(members: Members) -> Members:
+        def apply(doc):
+            target = doc
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+
+        return edit_json(members, evidence_name(members), apply)
+
+    return change
+
+
+def add_launch_arg(members: Members) -> Members:
+    """The vendor ran eight slots where the recipe says one, but kept the recipe's digest."""
+
+    def change(doc):
+        doc["recipe"]["launches"][0]["command"] += " --parallel 8"
+
+    return edit_json(members, evidence_name(members), change)
+
+
+def set_in_submission(path: tuple, value) -> Callable[[Members], Members]:
+    def change(members: Members) -> Members:
+        def apply(doc):
+            target = doc
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+
+        return edit_json(members, SUBMISSION, apply)
+
+    return change
+
+
+def concurrent_records(members: Members) -> Members:
+    """A concurrency-1 run whose requests all overlap: run at higher concurrency, declared as 1."""
+    ev = evidence_name(members)
+    rel = perf_file(members, ev)
+
+    def squash(doc):
+        t0 = doc["records"][0]["send"]
+        for r in doc["records"]:
+            shift = r["send"] - t0
+            r["send"] -= shift
+            r["first"] -= shift
+            r["end"] -= shift
+
+    return edit_json(members, rel, squash)
+
+
+def concurrent_probes(members: Members) -> Members:
+    """Exact goldens hold only one request at a time; these probes were sent all at once."""
+    ev = evidence_name(members)
+    rel = run_file(members, ev, "/probes.json")
+
+    def squash(doc):
+        t0 = doc["records"][0]["send"]
+        for r in doc["records"]:
+            shift = r["send"] - t0
+            for key in ("send", "first", "end"):
+                r[key] -= shift
+
+    return edit_json(members, rel, squash)
+
+
+def fewer_requests(members: Members) -> Members:
+    ev = evidence_name(members)
+    rel = perf_file(members, ev)
+    return edit_json(members, rel, lambda doc: doc.update(records=doc["records"][:-3]))
+
+
+def nan_record(members: Members) -> Members:
+    ev = evidence_name(members)
+    rel = perf_file(members, ev)
+    text = members[rel].decode()
+    return {**members, rel: text.replace('"send": ', '"send": NaN, "x": ', 1).encode()}
+
+
+def outside_layout(members: Members) -> Members:
+    return {**members, "notes/readme.txt": b"hello\n"}
+
+
+def foreign_reference(members: Members) -> Members:
+    """Evidence of one cell pointing at another cell's records."""
+    ev, other = evidence_name(members), evidence_name(members, "high_throughput")
+    theirs = json.loads(members[other])["records"][0]
+    return edit_json(members, ev, lambda doc: doc["records"].append(theirs))
+
+
+def pre_accepted(members: Members) -> Members:
+    return edit_json(
+        members, evidence_name(members), lambda doc: doc.update(checked="2026-01-01T00:00:00+00:00")
+    )
+
+
+def engine_version(members: Members) -> Members:
+    def change(doc):
+        doc["engine"]["version"] = "llama.cpp another build"
+
+    return edit_json(members, evidence_name(members), change)
+
+
+def golden_text(members: Members) -> Members:
+    """The probe's raw answer differs from the golden (and from what the evidence claims)."""
+    ev = evidence_name(members)
+    rel = run_file(members, ev, "/probes.json")
+
+    def change(doc):
+        for r in doc["records"]:
+            if r["id"] == "capital_france":
+                r["text"] = "The capital of France is Lyon."
+
+    return edit_json(members, rel, change)
+
+
+def broken_run(members: Members) -> Members:
+    return edit_json(
+        members, evidence_name(members), lambda doc: doc.update(verdict="broken", error="host lost")
+    )
+
+
+def not_json(members: Members) -> Members:
+    return {**members, evidence_name(members): b"{not json"}
+
+
+def truncated(lab: Lab, tmp: Path) -> Path:
+    data = lab.bundle.read_bytes()
+    target = out(tmp, "truncated")
+    target.write_bytes(data[: len(data) // 2])
+    return target
+
+
+def not_gzip(lab: Lab, tmp: Path) -> Path:
+    target = out(tmp, "plain")
+    target.write_bytes(b"PK\x03\x04 this is a zip, not a tar.gz")
+    return target
+
+
+def dirty_tree(lab: Lab, tmp: Path) -> Path:
+    from dataclasses import replace
+
+    return lab.pack(
+        lab.reports,
+        out(tmp, "dirty"),
+        harness=replace(lab.harness, status=" M dayzero/checks/performance.py\n"),
+        allow_dirty=True,
+    )
+
+
+def unknown_commit(lab: Lab, tmp: Path) -> Path:
+    from dataclasses import replace
+
+    return lab.pack(lab.reports, out(tmp, "commit"), harness=replace(lab.harness, commit="f" * 40))
+
+
+def floor_not_met(lab: Lab, tmp: Path) -> Path:
+    """An honest run on a slow server: every claim matches its records, the floors are not met."""
+    from .lab import make_lab
+
+    return make_lab(tmp / "slow-lab", itl_s=0.2).bundle
+
+
+CASES = [
+    Case("path-traversal", "extract.path", with_members([Member("../escaped.txt", b"x")])),
+    Case("absolute-path", "extract.path", with_members([Member("/tmp/dayzero-absolute.txt", b"x")])),
+    Case("nested-traversal", "extract.path", with_members([Member("runs/a/../../../escaped", b"x")])),
+    Case(
+        "symlink",
+        "extract.type",
+        with_members([Member("runs/x/y/logs/link", type=tarfile.SYMTYPE, linkname="/etc/passwd")]),
+    ),
+    Case(
+        "hardlink",
+        "extract.type",
+        with_members([Member("runs/x/y/logs/hard", type=tarfile.LNKTYPE, linkname="submission.json")]),
+    ),
+    Case("device", "extract.type", with_members([Member("runs/x/y/logs/dev", type=tarfile.CHRTYPE)])),
+    Case("fifo", "extract.type", with_members([Member("runs/x/y/logs/fifo", type=tarfile.FIFOTYPE)])),
+    Case("decompression-bomb", "extract.ratio", bomb),
+    Case("too-many-files", "extract.count", many_files, Limits(max_files=40)),
+    Case(
+        "oversized-file",
+        "extract.size",
+        with_members([Member("runs/x/y/logs/big.log", bytes(4096))]),
+        Limits(max_file_bytes=4000),
+    ),
+    Case("duplicate-member", "extract.duplicate", duplicate),
+    Case("truncated-archive", "unusable", truncated),
+    Case("not-a-tar-gz", "unusable", not_gzip),
+    Case("bad-hash", "manifest.hash", edited(flip_log_byte, sign=False)),
+    Case("unlisted-file", "manifest.unlisted", edited(add_file, sign=False)),
+    Case("listed-file-absent", "manifest.absent", edited(drop_records, sign=False)),
+    Case("wrong-signer", "signature.verify", wrong_signer),
+    Case("unknown-key", "signature.verify", unknown_key),
+    Case("no-signature", "signature.missing", no_signature),
+    Case("vendor-impersonation", "provenance.vendor", impersonation),
+    Case("summary-contradicted", "recompute.claim", edited(inflate_throughput, sign=True)),
+    Case(
+        "slow-records-claimed-passed",
+        "recompute.verdict",
+        edited(slow_records_claimed_fast, sign=True),
+        synthetic_only=True,
+    ),
+    Case("missing-test", "completeness.test", edited(drop_check("probe:"), sign=True)),
+    Case(
+        "missing-floor",
+        "completeness.test",
+        edited(drop_check("floor:"), sign=True),
+    ),
+    Case("missing-records", "recompute.records", edited(drop_records, sign=True)),
+    Case("floor-not-met", "recompute.floor", floor_not_met, synthetic_only=True),
+    Case("golden-differs", "recompute.golden", edited(golden_text, sign=True)),
+    Case(
+        "recipe-digest-differs",
+        "provenance.recipe-digest",
+        edited(set_in_evidence(("recipe", "digest"), "0123456789abcdef"), sign=True),
+    ),
+    Case("recipe-command-differs", "provenance.recipe-command", edited(add_launch_arg, sign=True)),
+    Case(
+        "matrix-digest-differs",
+        "provenance.matrix-digest",
+        edited(set_in_submission(("matrix", "digest"), "0" * 64), sign=True),
+    ),
+    Case(
+        "cell-not-in-matrix",
+        "completeness.cell",
+        edited(set_in_submission(("cells",), ["smollm2-135m/cpu/low_latency/warp_drive"]), sign=True),
+    ),
+    Case("dirty-tree", "provenance.clean-tree", dirty_tree),
+    Case("unknown-harness-commit", "provenance.harness-commit", unknown_commit),
+    Case("engine-not-described", "provenance.engine", edited(engine_version, sign=True)),
+    Case("concurrency-above-declared", "antigaming.concurrency", edited(concurrent_records, sign=True)),
+    Case("probes-sent-together", "antigaming.concurrency", edited(concurrent_probes, sign=True)),
+    Case("fewer-requests", "antigaming.workload", edited(fewer_requests, sign=True)),
+    Case("nan-in-records", "schema.json", edited(nan_record, sign=True)),
+    Case("evidence-not-json", "schema.json", edited(not_json, sign=True)),
+    Case("file-outside-layout", "schema.layout", edited(outside_layout, sign=True)),
+    Case("foreign-records", "schema.reference", edited(foreign_reference, sign=True)),
+    Case("pre-accepted-evidence", "schema.evidence", edited(pre_accepted, sign=True)),
+    Case("broken-run", "completeness.run", edited(broken_run, sign=True)),
+]

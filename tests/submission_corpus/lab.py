@@ -1,0 +1,131 @@
+"""A vendor's lab in a temporary directory: keys, allowed signers, a synthetic run and its bundle."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from dayzero import __version__
+from dayzero.matrix import Matrix, load_matrix
+from dayzero.submission.bundle import Reference
+from dayzero.submission.check import check_bundle, harness_root, known_commit_in
+from dayzero.submission.pack import Harness, pack
+
+from .synthetic import SYSTEM, synthetic_run
+from .tarkit import make_key, read_members, write_allowed_signers
+
+REPO = Path(__file__).resolve().parents[2]
+VENDOR = "acme"
+
+
+def head_commit(root: Path = REPO) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+
+
+@dataclass(frozen=True)
+class Lab:
+    root: Path
+    matrix: Matrix
+    goldens: Path
+    key: Path  # acme's private key
+    other_key: Path  # mallory's: allowed for mallory, not for acme
+    allowed: Path
+    reports: Path
+    bundle: Path
+    harness: Harness
+
+    def __repr__(self) -> str:  # hypothesis prints it with every falsifying example
+        return f"Lab({self.root})"
+
+    @property
+    def ref(self) -> Reference:
+        return Reference(
+            self.matrix, self.goldens, self.allowed, known_commit=known_commit_in(harness_root())
+        )
+
+    def members(self) -> dict[str, bytes]:
+        return read_members(self.bundle)
+
+    def check(self, bundle: Path, **kw):
+        return check_bundle(bundle, self.ref, **kw)
+
+    def pack(self, reports: Path, out: Path, **kw) -> Path:
+        args = {"system": SYSTEM, "harness": self.harness, **kw}
+        return pack(reports, out, VENDOR, args.pop("key", self.key), self.matrix, **args)
+
+
+def make_lab(root: Path, itl_s: float | None = None) -> Lab:
+    root.mkdir(parents=True, exist_ok=True)
+    matrix = load_matrix(REPO / "matrix")
+    goldens = REPO / "suites" / "goldens"
+    key, other = make_key(root, VENDOR), make_key(root, "mallory")
+    allowed = write_allowed_signers(root / "allowed_signers", [(VENDOR, key), ("mallory", other)])
+    reports = root / "reports"
+    synthetic_run(matrix, reports, goldens, **({"itl_s": itl_s} if itl_s else {}))
+    harness = Harness(__version__, head_commit(), "")
+    bundle = pack(reports, root / "bundle.tar.gz", VENDOR, key, matrix, system=SYSTEM, harness=harness)
+    return Lab(root, matrix, goldens, key, other, allowed, reports, bundle, harness)
+
+
+def relaxed_matrix(dest: Path) -> Path:
+    """The repository's matrix with bounds a loaded machine cannot miss and a short protocol.
+
+    The submission path, not this machine's speed, is under test: recipes (and so their digests),
+    probes, goldens, workloads and the kinds of checks stay as they are; floor and accuracy bounds
+    move out of reach of noise, and the protocol asks for one short repetition per measurement
+    (a shared 2-core machine served 1.6 tok/s under load). The checker judges against this same
+    matrix, as it would against the repository's.
+    """
+    import shutil
+
+    import yaml
+
+    shutil.copytree(REPO / "matrix", dest)
+    for card in (dest / "models").glob("*.yaml"):
+        data = yaml.safe_load(card.read_text())
+        data["protocol"] = {
+            **data.get("protocol", {}),
+            "repetitions": 1,
+            "prompts_per_concurrency": 1,
+            "min_prompts": 4,
+        }
+        for rule in data.get("floors", []):
+            if "min" in rule:
+                rule["min"] = 0.01
+            if "max" in rule:
+                rule["max"] = 1e9
+            rule.pop("num_prompts", None)
+            rule.pop("repetitions", None)
+        for rule in data.get("accuracy", []):
+            rule["limit"], rule["threshold"] = min(rule.get("limit") or 8, 8), 0.0
+        for rule in data.get("speculative", []):
+            rule["num_prompts"] = min(rule.get("num_prompts", 4), 2)
+        card.write_text(yaml.safe_dump(data, sort_keys=False))
+    return dest
+
+
+def clean_harness() -> Harness:
+    """This checkout's state if clean; else a fresh clone of HEAD (what a vendor would run from)."""
+    from dayzero.submission.pack import harness_state
+
+    state = harness_state(REPO)
+    if state.clean:
+        return state
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["git", "clone", "-q", str(REPO), f"{tmp}/clone"], check=True, capture_output=True)
+        return harness_state(Path(tmp) / "clone")
+
+
+def lab_from_run(root: Path, reports: Path, matrix_dir: Path) -> Lab:
+    """Pack a real run the way a vendor would: the system description is collected, not supplied."""
+    matrix = load_matrix(matrix_dir)
+    key, other = make_key(root, VENDOR), make_key(root, "mallory")
+    allowed = write_allowed_signers(root / "allowed_signers", [(VENDOR, key), ("mallory", other)])
+    harness = clean_harness()
+    bundle = pack(reports, root / "bundle.tar.gz", VENDOR, key, matrix, harness=harness)
+    return Lab(root, matrix, REPO / "suites" / "goldens", key, other, allowed, reports, bundle, harness)

@@ -1,0 +1,259 @@
+"""A synthetic run of the embedded default's cells, made by the harness's own code paths.
+
+The measurement phases (`dayzero.phases.run_all`) run for real against a fake endpoint whose
+client answers with consistent raw records (golden texts for probes, exact output lengths, a
+fixed token rate), so the evidence claims exactly what the harness would claim from such records.
+That gives the checker's tests a valid bundle in a second, without an engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import time
+from pathlib import Path
+
+from dayzero import __version__, evidence
+from dayzero.cellrun import launches_json
+from dayzero.checks.accuracy import load_eval
+from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
+from dayzero.goldens import load_golden
+from dayzero.inventory import Host
+from dayzero.matrix import Cell, Matrix
+from dayzero.phases import Endpoint, run_all
+from dayzero.recipe import render
+from dayzero.workloads import suites_dir
+
+ENGINE_VERSION = "llama.cpp synthetic build"
+TTFT_S = 0.040
+ITL_S = 0.004  # 250 tok/s per stream: far above the embedded default's floors
+HOST = Host(
+    name="local",
+    hardware="cpu",
+    transport="local",
+    address="127.0.0.1",
+    accelerators=1,
+    vars=(("model_root", "/models"),),
+)
+SYSTEM = {
+    "system_name": "synthetic test system",
+    "engines": [
+        {"name": "llama.cpp", "image": "llama-server (synthetic)", "image_digest": "sha256:" + "0" * 64}
+    ],
+}
+
+
+def iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="seconds")
+
+
+def _flatten(requests: list[dict]) -> list[dict]:
+    """What the host client records: one record per request, one per turn of a session."""
+    out = []
+    for req in requests:
+        if "turns" in req:
+            out += [
+                dict(req, id=f"{req['id']}/t{k}", max_tokens=t["max_tokens"], session=req["id"], turn=k)
+                for k, t in enumerate(req["turns"])
+            ]
+        else:
+            out.append(req)
+    return out
+
+
+class FakeClient:
+    """Answers client specs as the host client would, on a synthetic clock; /metrics counts drafts."""
+
+    def __init__(self, start: float, texts: dict[str, str], itl_s: float = ITL_S):
+        self.clock = start
+        self.texts = texts
+        self.itl_s = itl_s
+        self.generated = 0
+
+    def metrics(self) -> str:
+        drafts = self.generated // 4
+        return (
+            f"llamacpp:spec_decode_num_drafts_total {drafts}\n"
+            f"llamacpp:spec_decode_num_draft_tokens_total {drafts * 4}\n"
+            f"llamacpp:spec_decode_num_accepted_tokens_total {drafts * 2}\n"
+        )
+
+    def __call__(self, spec: dict, timeout: float) -> dict:
+        if spec.get("action") == "get":
+            return {"status": 200, "body": self.metrics()}
+        conc = spec.get("concurrency", 1)
+        slots = [self.clock] * conc
+        records = []
+        for i, req in enumerate(_flatten(spec.get("requests") or [])):
+            slot = min(range(conc), key=lambda k: slots[k])
+            send = slots[slot] + 0.001
+            text = self.texts.get(req["id"])
+            n = req["max_tokens"] if text is None else max(1, min(len(text.split()), req["max_tokens"]))
+            text = text if text is not None else " ".join(f"w{j % 50}x{i}" for j in range(n))
+            chunks = [round(TTFT_S + j * self.itl_s, 6) for j in range(n)]
+            end = send + chunks[-1] + 0.001
+            slots[slot] = end
+            self.generated += n
+            record = {
+                "id": req["id"],
+                "kind": req.get("kind", "chat"),
+                "tag": req.get("tag"),
+                "max_tokens": req["max_tokens"],
+                "send": send,
+                "first": send + chunks[0],
+                "end": end,
+                "chunks": chunks,
+                "text": text,
+                "finish_reason": "length",
+                "usage": {
+                    "completion_tokens": n,
+                    "prompt_tokens": req.get("input_len", 12),
+                    "total_tokens": n + 12,
+                },
+                "error": None,
+                "proc": 0,
+                "reused": i >= conc,
+                "index": i,
+            }
+            for key in ("input_len", "session", "turn"):
+                if key in req:
+                    record[key] = req[key]
+            records.append(record)
+        start, self.clock = self.clock, max(slots) + 0.01
+        wall = self.clock - start
+        return {
+            "client": {
+                "version": 2,
+                "python": "3.11",
+                "cpu_count": 2,
+                "processes": spec.get("processes", 1),
+                "concurrency": conc,
+            },
+            "start": start,
+            "end": self.clock,
+            "client_cpu_s": round(wall * 0.05, 4),
+            "procs": [
+                {
+                    "proc": 0,
+                    "pid": 1,
+                    "concurrency": conc,
+                    "requests": len(records),
+                    "cpu_s": round(wall * 0.05, 4),
+                    "wall_s": round(wall, 4),
+                    "lag_ms": {"n": 10, "p50": 0.1, "p90": 0.2, "p99": 0.5, "max": 1.0},
+                }
+            ],
+            "records": records,
+        }
+
+
+def known_answers(card, suites: Path) -> dict[str, str]:
+    """The eval sets' answers, so the synthetic server passes its accuracy gates."""
+    out = {}
+    for rule in card.data.get("accuracy", []):
+        for item in load_eval(suites / "evals", rule["eval"]).items:
+            out[item.id] = f" {item.answer}"
+    return out
+
+
+def run_cell(
+    matrix: Matrix, cell: Cell, reports: Path, goldens: Path, run_id: str, start: float, itl_s: float = ITL_S
+) -> Path:
+    """Write one cell's raw records, log and evidence under `reports`, as cellrun would."""
+    card = matrix.card(cell)
+    golden = load_golden(goldens, cell.id)
+    probes = card.data.get("probes", [])
+    suites = suites_dir(goldens, matrix.root)
+    texts = {**known_answers(card, suites), **(golden.outputs if golden else {})}
+    client = FakeClient(start, texts, itl_s)
+    base = Path("runs") / run_id / evidence.slug(cell.id)
+    (reports / base / "records").mkdir(parents=True, exist_ok=True)
+
+    def keep(phase: str, answer: dict) -> str:
+        rel = base / "records" / f"{phase}.json"
+        (reports / rel).write_text(json.dumps(answer))
+        return str(rel)
+
+    probe_answer = client(
+        {
+            "action": "load",
+            "concurrency": 1,
+            "requests": [
+                {"id": p["id"], "kind": "chat", "max_tokens": p.get("max_tokens", 32)} for p in probes
+            ],
+        },
+        60,
+    )
+    keep("probes", probe_answer)
+    by_id = {r["id"]: r for r in probe_answer["records"]}
+    checks = [check_probe(p, by_id[p["id"]]["text"], None) for p in probes]
+    policy = GoldenPolicy.from_card(card.mode(cell.mode).get("golden"))
+    checks += [check_golden(policy, p["id"], texts.get(p["id"]), by_id[p["id"]]["text"]) for p in probes]
+    ep = Endpoint(
+        url="http://127.0.0.1:18080",
+        client=client,
+        keep=keep,
+        say=lambda m: None,
+        step=lambda title: contextlib.nullcontext(),
+    )
+    run_all(card, cell, ep, HOST.accelerators, suites, into=checks)
+    log = base / "logs" / "local-server-0.log"
+    (reports / log).parent.mkdir(parents=True, exist_ok=True)
+    (reports / log).write_text("main: server is listening on http://127.0.0.1:18080\n")
+    recipe = render(matrix, cell, [HOST])
+    doc = {
+        "schema_version": 1,
+        "cell": cell.id,
+        "model": cell.model,
+        "hardware": cell.hardware,
+        "mode": cell.mode,
+        "strategy": cell.strategy,
+        "options": list(cell.options),
+        "source": "dayzero",
+        "run": {
+            "id": run_id,
+            "started": iso(start - 1),
+            "finished": iso(client.clock + 1),
+            "by": "ci",
+            "controller": "ci-1",
+            "worker": "master",
+            "harness_version": __version__,
+        },
+        "recipe": {"digest": recipe.digest, "launches": launches_json(recipe, ())},
+        "engine": {"name": card.engine["name"], "version": ENGINE_VERSION},
+        "hosts": [
+            {
+                "name": HOST.name,
+                "hardware": HOST.hardware,
+                "accelerators": HOST.accelerators,
+                "facts": {
+                    "reachable": True,
+                    "cpus": 2,
+                    "engine_versions": {card.engine["name"]: ENGINE_VERSION},
+                },
+            }
+        ],
+        "checks": [c.to_json() for c in checks],
+        "records": sorted(str(p.relative_to(reports)) for p in (reports / base / "records").glob("*.json")),
+        "logs": [str(log)],
+        "verdict": "passed" if all(c.passed for c in checks) else "failed",
+    }
+    return evidence.write(reports, doc)
+
+
+def synthetic_run(
+    matrix: Matrix, reports: Path, goldens: Path, hardware: str = "cpu", itl_s: float = ITL_S
+) -> list[Path]:
+    """Evidence for every supported cell of `hardware`, one run id, times ending a minute ago."""
+    run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-00001"
+    start = time.time() - 6 * 3600  # the evidence stays within the acceptance table's age window
+    paths = []
+    for cell in matrix.cells:
+        if cell.hardware == hardware and cell.supported:
+            paths.append(run_cell(matrix, cell, Path(reports), Path(goldens), run_id, start, itl_s))
+            start = (
+                dt.datetime.fromisoformat(json.loads(paths[-1].read_text())["run"]["finished"]).timestamp()
+                + 10
+            )
+    return paths
