@@ -5,16 +5,23 @@ digest identifies the recipe in evidence, so a changed flag makes older evidence
 fills the placeholders from the leased hosts: `{host}`, `{bind}`, `{port}`, `{rank}`, `{nnodes}`,
 `{dist_init_addr}`, `{tp}`, `{weights}`, `{role.<name>.host}`, `{role.<name>.port}` and the
 host's `vars`.
+
+Secrets: a card marks an env value secret with `{secret_from_env: NAME}` (or writes
+`{secret.NAME}` in a value or arg). The template, and so the digest, keeps the placeholder; the
+value is read from the controller's environment at render time and registered with
+`dayzero.redact`, so no writer can put it in a report.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dayzero import redact
 from dayzero.errors import ConfigError
 from dayzero.inventory import Host
 from dayzero.matrix import Cell, Matrix, ModelCard
@@ -78,6 +85,34 @@ def _strs(values) -> tuple[str, ...]:
     return tuple(str(v) for v in values or ())
 
 
+def _env_value(value) -> str:
+    """A plain value, or the placeholder of a secret the controller resolves at render time."""
+    if isinstance(value, dict):
+        return "{secret." + value["secret_from_env"] + "}"
+    return str(value)
+
+
+def _secrets(temps: Sequence[RoleTemplate], card: ModelCard) -> dict[str, str]:
+    """`secret.NAME` -> value from the controller's environment, for every secret a template names."""
+    names = {
+        m.group(1)[len("secret.") :]
+        for t in temps
+        for text in (*t.argv, *(v for _, v in t.env))
+        for m in PLACEHOLDER.finditer(text)
+        if m.group(1).startswith("secret.")
+    }
+    out = {}
+    for name in sorted(names):
+        value = os.environ.get(name)
+        if not value:
+            raise ConfigError(
+                card.path, "recipe env", f"secret {name} is not set in the controller's environment"
+            )
+        redact.register(value)
+        out[f"secret.{name}"] = value
+    return out
+
+
 def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
     """The cell's roles before any host is known: base recipe + hardware + mode + strategy + options."""
     data = card.data
@@ -112,7 +147,7 @@ def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
                 role=name,
                 nodes=nodes,
                 argv=tuple(argv),
-                env=tuple((k, str(v)) for k, v in env.items()),
+                env=tuple((k, _env_value(v)) for k, v in env.items()),
                 port=spec.get("port", base_port),
                 colocate=spec.get("colocate"),
                 endpoint=spec.get("endpoint", len(roles) == 1),
@@ -164,7 +199,7 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
     for t in temps:
         if t.colocate:
             placed[t.role] = placed[t.colocate][:1]
-    shared = {}
+    shared = _secrets(temps, card)
     for t in temps:
         shared[f"role.{t.role}.host"] = placed[t.role][0].address
         shared[f"role.{t.role}.port"] = str(t.port + port_offset)

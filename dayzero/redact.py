@@ -1,4 +1,11 @@
-"""Secrets never reach logs, attachments or evidence: every text written out passes `redact`."""
+"""Secrets never reach logs, attachments or evidence: every text written out passes `redact`.
+
+Three sources of secrets are masked: values passed in (the inventory's `engine_setup` lines, and
+the values of secret-named `NAME=value` assignments inside them), values registered when a
+recipe's secret env is resolved on the controller (`register`: a recipe may name its secret
+anything, so the value itself is what must never leak), and any `NAME=value` pair whose name
+looks secret.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +21,37 @@ def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name))
 
 
+_REGISTERED: set[str] = set()
+
+
+def register(value: str) -> None:
+    """Remember a secret value resolved in this process, so every later `redact` masks it."""
+    if value and len(value) >= 4:
+        _REGISTERED.add(value)
+
+
+def registered() -> frozenset[str]:
+    return frozenset(_REGISTERED)
+
+
+def _values(secrets: Iterable[str]) -> set[str]:
+    """The given secrets plus the values of secret-named assignments inside them (set-up lines)."""
+    out = set(_REGISTERED)
+    for secret in secrets:
+        if not secret:
+            continue
+        out.add(secret)
+        for m in ASSIGNMENT.finditer(secret):
+            if is_secret_name(m.group(1)):
+                value = m.group(2).rstrip(";")
+                out.add(value)
+                out.add(value.strip("'\""))
+    return {s for s in out if len(s) >= 4}
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """Mask known secret values and `NAME=value` pairs whose name looks secret."""
-    for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
+    for secret in sorted(_values(secrets), key=len, reverse=True):
         text = text.replace(secret, MASK)
     return ASSIGNMENT.sub(
         lambda m: f"{m.group(1)}={MASK}" if is_secret_name(m.group(1)) else m.group(0), text
@@ -24,4 +59,16 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
 
 
 def redact_env(env: Iterable[tuple[str, str]]) -> dict[str, str]:
-    return {k: (MASK if is_secret_name(k) else v) for k, v in env}
+    """Mask by name, and by value for secrets the recipe marked explicitly (`register`)."""
+    return {k: (MASK if is_secret_name(k) or v in _REGISTERED else redact(v)) for k, v in env}
+
+
+def redact_tree(value, secrets: Iterable[str] = ()):
+    """Every string inside a JSON-like document masked (for whole documents such as evidence)."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {k: redact_tree(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_tree(v, secrets) for v in value]
+    return value

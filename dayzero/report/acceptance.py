@@ -1,12 +1,26 @@
 """The acceptance table: one row per cell, its status derived from evidence and the matrix.
 
-No status is typed by hand: Verified needs passing evidence whose recipe digest still matches
-the matrix (otherwise Stale); without evidence, the status published with the recipe is shown
-with its source, so readers see what was measured here and what was only announced.
+No status is typed by hand. The badges mean what the cookbook's mean:
+
+- **Verified**: the latest evidence passed, and is still current (date, engine version, link).
+- **Failed** / **Broken**: the latest evidence failed (product) or broke (lab fault).
+- **Stale**: there is evidence, but it no longer vouches for the cell: the recipe digest changed
+  since the run, the engine version changed since the run, or the run is older than the age
+  window (`max_age_days`, default 30). A rerun turns it back into Verified or Failed.
+- **Pending**: no evidence here; the status published with the recipe is shown as its source.
+- **Unsupported**: the matrix rules the cell out, with the reason.
+
+"The engine version changed" needs the *current* version of a cell's engine: it is the version
+recorded by the most recent evidence of any cell on the same hardware with the same engine
+(what the lab's hosts run now). One fresh run on a host that got a new engine build therefore
+turns every older cell of that hardware Stale, which is the point: their numbers were taken
+on another build. Versions recorded as "unknown" are never compared.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import html
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,12 +28,17 @@ from pathlib import Path
 from dayzero import evidence
 from dayzero.matrix import Cell, Matrix
 from dayzero.recipe import digest
+from dayzero.redact import redact
+
+DEFAULT_MAX_AGE_DAYS = 30.0
+STATUSES = ("Verified", "Failed", "Broken", "Stale", "Pending", "Unsupported")
+UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
 class Row:
     cell: Cell
-    status: str  # Verified | Failed | Broken | Stale | Pending | Unsupported
+    status: str  # one of STATUSES
     detail: str
     source: str
     evidence: Path | None = None
@@ -34,7 +53,59 @@ def latest_evidence(reports_dir: Path) -> dict[str, tuple[Path, dict]]:
     return latest
 
 
-def row_for(matrix: Matrix, cell: Cell, found: tuple[Path, dict] | None) -> Row:
+def current_engine_versions(docs: list[dict]) -> dict[tuple[str, str], str]:
+    """(hardware, engine name) -> version seen by the most recent run that knew its version."""
+    newest: dict[tuple[str, str], tuple[str, str]] = {}
+    for doc in docs:
+        version = doc["engine"]["version"]
+        if not version or version == UNKNOWN:
+            continue
+        key = (doc["hardware"], doc["engine"]["name"])
+        finished = doc["run"]["finished"]
+        if key not in newest or finished > newest[key][0]:
+            newest[key] = (finished, version)
+    return {k: v for k, (_, v) in newest.items()}
+
+
+def _parse_time(text: str) -> dt.datetime | None:
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def stale_reasons(
+    doc: dict,
+    recipe_digest: str,
+    current_engine: str | None,
+    now: dt.datetime,
+    max_age_days: float,
+) -> list[str]:
+    """Why this evidence no longer vouches for its cell (empty: it still does)."""
+    reasons = []
+    if doc["recipe"]["digest"] != recipe_digest:
+        reasons.append(f"recipe changed (digest {doc['recipe']['digest'] or 'none'} -> {recipe_digest})")
+    version = doc["engine"]["version"]
+    if current_engine and version not in ("", UNKNOWN) and version != current_engine:
+        reasons.append(f"engine changed ({version} -> {current_engine})")
+    finished = _parse_time(doc["run"]["finished"])
+    if finished is not None:
+        age = (now - finished).total_seconds() / 86400
+        if age > max_age_days:
+            reasons.append(f"evidence is {age:.0f} days old (window {max_age_days:g})")
+    return reasons
+
+
+def row_for(
+    matrix: Matrix,
+    cell: Cell,
+    found: tuple[Path, dict] | None,
+    *,
+    current_engine: str | None = None,
+    now: dt.datetime | None = None,
+    max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+) -> Row:
     if not cell.supported:
         return Row(cell, "Unsupported", cell.reason, "matrix")
     if found is None:
@@ -45,19 +116,58 @@ def row_for(matrix: Matrix, cell: Cell, found: tuple[Path, dict] | None) -> Row:
     when = doc["run"]["finished"][:10]
     engine = doc["engine"]["version"]
     source = doc.get("source", "dayzero")
-    if doc["recipe"]["digest"] != digest(matrix.card(cell), cell):
-        return Row(cell, "Stale", f"recipe changed since the run of {when}", source, path)
+    if doc.get("checked"):  # accepted from a vendor bundle: who submitted it, when it was checked
+        source = f"{source} (checked {doc['checked'][:10]})"
     if doc["verdict"] == "passed":
-        return Row(cell, "Verified", f"{when}, {engine}", source, path)
-    failed = [c["name"] for c in doc["checks"] if c["verdict"] != "passed"]
-    status = "Broken" if doc["verdict"] == "broken" else "Failed"
-    reason = ", ".join(failed) or next(iter((doc.get("error") or "").splitlines()), "")[:160]
-    return Row(cell, status, f"{when}: {reason}", source, path)
+        status, detail = "Verified", f"{when}, {engine}"
+    else:
+        failed = [c["name"] for c in doc["checks"] if c["verdict"] != "passed"]
+        status = "Broken" if doc["verdict"] == "broken" else "Failed"
+        reason = ", ".join(failed) or next(iter((doc.get("error") or "").splitlines()), "")[:160]
+        detail = f"{when}: {reason}"
+    reasons = stale_reasons(
+        doc,
+        digest(matrix.card(cell), cell),
+        current_engine,
+        now or dt.datetime.now(dt.UTC),
+        max_age_days,
+    )
+    if reasons:
+        return Row(cell, "Stale", f"{'; '.join(reasons)}; was {status} on {when}", source, path)
+    return Row(cell, status, detail, source, path)
 
 
-def rows(matrix: Matrix, reports_dir: Path) -> list[Row]:
+def rows(
+    matrix: Matrix,
+    reports_dir: Path,
+    *,
+    now: dt.datetime | None = None,
+    max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+) -> list[Row]:
     latest = latest_evidence(reports_dir)
-    return [row_for(matrix, cell, latest.get(cell.id)) for cell in matrix.cells]
+    engines = current_engine_versions([doc for _, doc in latest.values()])
+    out = []
+    for cell in matrix.cells:
+        found = latest.get(cell.id)
+        engine_name = matrix.card(cell).engine["name"]
+        out.append(
+            row_for(
+                matrix,
+                cell,
+                found,
+                current_engine=engines.get((cell.hardware, engine_name)),
+                now=now,
+                max_age_days=max_age_days,
+            )
+        )
+    return out
+
+
+def _counts(table: list[Row]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in table:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return counts
 
 
 def to_markdown(table: list[Row], base: Path) -> str:
@@ -71,18 +181,69 @@ def to_markdown(table: list[Row], base: Path) -> str:
     ]
     for r in table:
         link = f"[json]({os.path.relpath(r.evidence, base)})" if r.evidence else ""
-        detail = r.detail.replace("|", "\\|")
+        detail = redact(r.detail).replace("|", "\\|")
         lines.append(f"| `{r.cell.id}` | {r.status} | {detail} | {r.source} | {link} |")
-    counts: dict[str, int] = {}
-    for r in table:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""]
+    lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(_counts(table).items())), ""]
     return "\n".join(lines)
 
 
-def write_acceptance(matrix: Matrix, reports_dir: Path) -> Path:
+BADGE_COLOURS = {
+    "Verified": "#15803d",
+    "Failed": "#b91c1c",
+    "Broken": "#a16207",
+    "Stale": "#7c3aed",
+    "Pending": "#64748b",
+    "Unsupported": "#334155",
+}
+
+
+def to_html(table: list[Row], base: Path) -> str:
+    """The same table as a self-contained page (no scripts, no external assets)."""
+    esc = html.escape
+    body = []
+    for r in table:
+        link = f'<a href="{esc(os.path.relpath(r.evidence, base))}">json</a>' if r.evidence else ""
+        body.append(
+            f'<tr data-cell="{esc(r.cell.id)}" data-status="{esc(r.status)}">'
+            f"<td><code>{esc(r.cell.id)}</code></td>"
+            f'<td><span class="badge" style="background:{BADGE_COLOURS[r.status]}">'
+            f"{esc(r.status)}</span></td>"
+            f"<td>{esc(redact(r.detail))}</td><td>{esc(r.source)}</td><td>{link}</td></tr>"
+        )
+    totals = ", ".join(f"{k} {v}" for k, v in sorted(_counts(table).items()))
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8"><title>Acceptance table</title>',
+            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}"
+            ".badge{color:#fff;border-radius:4px;padding:1px 6px;font-size:90%}</style></head><body>",
+            "<h1>Acceptance table</h1>",
+            "<p>Generated by dayzero from evidence under <code>reports/evidence/</code> and the matrix;"
+            " do not edit.</p>",
+            "<table><thead><tr><th>cell</th><th>status</th><th>detail</th><th>source</th>"
+            "<th>evidence</th></tr></thead><tbody>",
+            *body,
+            "</tbody></table>",
+            f"<p>Totals: {esc(totals)}</p>",
+            "</body></html>",
+            "",
+        ]
+    )
+
+
+def write_acceptance(
+    matrix: Matrix,
+    reports_dir: Path,
+    *,
+    max_age_days: float = DEFAULT_MAX_AGE_DAYS,
+    now: dt.datetime | None = None,
+) -> Path:
+    """Write `acceptance.md` and `acceptance.html`; returns the Markdown path."""
     reports_dir = Path(reports_dir)
+    table = rows(matrix, reports_dir, now=now, max_age_days=max_age_days)
     out = reports_dir / "acceptance.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(to_markdown(rows(matrix, reports_dir), reports_dir))
+    out.write_text(to_markdown(table, reports_dir))
+    (reports_dir / "acceptance.html").write_text(to_html(table, reports_dir))
     return out

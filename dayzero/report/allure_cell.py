@@ -1,0 +1,262 @@
+"""One cell's story in Allure: labels, parameters, links, category and attachments.
+
+The plugin calls `label_cell` when a cell starts and `label_failure` when it ends; `cellrun`
+calls `attach_story` once the evidence is written, on every exit path. Everything attached is
+derived from the evidence and the files it names, and passes through `dayzero.redact` first:
+the evidence is the record, the Allure result is a view of it.
+
+History: the lab host, the xdist worker, the run id and the engine version are parameters
+marked `excluded`, so Allure's history id (and therefore its trends) follows the cell, not the
+machine or the build that ran it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import allure
+
+from dayzero.matrix import Cell, ModelCard
+from dayzero.redact import redact
+from dayzero.report import plots
+
+log = logging.getLogger(__name__)
+
+# Label read by the categories of `allure_env.CATEGORIES`; one value per result.
+CATEGORY_LABEL = "dayzero_category"
+INFRASTRUCTURE, CORRECTNESS, PERFORMANCE, REGRESSION = (
+    "infrastructure",
+    "correctness",
+    "performance_floor",
+    "regression",
+)
+# Where `dayzero report` puts the HTML report: evidence links are relative to it.
+REPORT_DIR = "allure-report"
+
+# Driver version per device tool (the tool named in the hardware catalogue); best effort.
+DRIVER_QUERIES = {
+    "nvidia-smi": "nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1",
+    "amd-smi": "amd-smi version 2>&1 | head -1",
+    "rocm-smi": "rocm-smi --showdriverversion 2>&1 | grep -i version | head -1",
+    "neuron-ls": "cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | head -1",
+    "nproc": "echo cpu; uname -sr",
+}
+_drivers: dict[str, str] = {}
+
+
+def label_cell(cell: Cell, card: ModelCard) -> None:
+    """epic/feature/story = model/hardware/mode; strategy+options as sub-suite (tags come from markers)."""
+    allure.dynamic.epic(cell.model)
+    allure.dynamic.feature(cell.hardware)
+    allure.dynamic.story(cell.mode)
+    allure.dynamic.parent_suite(cell.model)
+    allure.dynamic.suite(f"{cell.hardware} / {cell.mode}")
+    allure.dynamic.sub_suite("+".join((cell.strategy, *cell.options)))
+    allure.dynamic.title(cell.id)
+    allure.dynamic.parameter("cell", cell.id)
+    allure.dynamic.label("published", cell.published)
+    source = card.data.get("source")
+    if source:
+        allure.dynamic.link(source, name="recipe source")
+    allure.dynamic.link(Path(card.path).resolve().as_uri(), name=f"model card {Path(card.path).name}")
+
+
+def failure_category(checks: Iterable[dict], error: str = "", verdict: str = "failed") -> str:
+    """The category of a failed or broken cell: lab fault, wrong answer, or missed floor."""
+    if verdict == "broken":
+        return INFRASTRUCTURE
+    kinds = {c["kind"] for c in checks if c["verdict"] != "passed"}
+    if "correctness" in kinds or (error and not kinds):
+        return CORRECTNESS  # a recipe that does not come up serves nobody correctly
+    return PERFORMANCE
+
+
+def label_failure(category: str) -> None:
+    allure.dynamic.label(CATEGORY_LABEL, category)
+
+
+def _driver(ctx, host_name: str, tool: str) -> str:
+    if host_name in _drivers:
+        return _drivers[host_name]
+    query = DRIVER_QUERIES.get(tool, "uname -sr")
+    try:
+        result = ctx.transport(ctx.inventory.host(host_name)).run(query, timeout=30)
+        value = " ".join(result.stdout.split())[:200] if result.ok else "unknown"
+    except Exception:  # noqa: BLE001 - a fact we could not read is "unknown", never a failure
+        value = "unknown"
+    _drivers[host_name] = value or "unknown"
+    return _drivers[host_name]
+
+
+def environment_facts(ctx, doc: dict) -> dict:
+    hardware = ctx.matrix.hardware.get(doc["hardware"])
+    tool = hardware.device_query if hardware else ""
+    return {
+        "engine": doc["engine"],
+        "hardware": {
+            "name": doc["hardware"],
+            "vendor": hardware.vendor if hardware else "",
+            "memory_gb": hardware.memory_gb if hardware else None,
+            "device_tool": tool,
+        },
+        "hosts": [
+            {**h, "driver": _driver(ctx, h["name"], tool)} if h.get("facts") is not None else h
+            for h in doc["hosts"]
+        ],
+        "controller": doc["run"]["controller"],
+        "harness_version": doc["run"]["harness_version"],
+    }
+
+
+def metric_summary(doc: dict) -> list[dict]:
+    return [
+        {
+            "check": c["name"],
+            "verdict": c["verdict"],
+            "measured": c.get("measured"),
+            "bound": c.get("bound"),
+            **{k: v for k, v in (c.get("details") or {}).items() if k != "records"},
+        }
+        for c in doc["checks"]
+        if c["kind"] == "performance"
+    ]
+
+
+def golden_diff(doc: dict) -> str:
+    """Every golden check: identical, or a unified diff of the golden against the answer."""
+    out = []
+    for c in doc["checks"]:
+        if not c["name"].startswith("golden:"):
+            continue
+        expected = (c.get("details") or {}).get("golden")
+        actual = c.get("measured") or ""
+        head = f"== {c['name']} [{c['verdict']}] policy {c.get('bound')}: {c['message']}"
+        if expected is None:
+            out.append(f"{head}\n(no golden recorded)\n")
+        elif expected == actual:
+            out.append(f"{head}\n(identical)\n")
+        else:
+            diff = difflib.unified_diff(
+                expected.splitlines(True) or [""],
+                actual.splitlines(True) or [""],
+                "golden",
+                "answer",
+            )
+            out.append(head + "\n" + "".join(diff) + "\n")
+    return "\n".join(out)
+
+
+def throughput_points(doc: dict) -> list[tuple[str, float, float]]:
+    points = []
+    for c in doc["checks"]:
+        details = c.get("details") or {}
+        metric, _, where = c["name"].split(":", 1)[-1].partition("@")
+        workload = details.get("workload") or (where.rsplit("/", 1)[0] if "/" in where else "")
+        if (
+            c["name"].startswith("floor:")
+            and "throughput" in metric
+            and isinstance(c.get("measured"), int | float)
+        ):
+            name = f"{metric} {workload}".strip()
+            points.append((name, float(details.get("concurrency", 1)), float(c["measured"])))
+    return points
+
+
+def _run_tag(stem: str) -> str | None:
+    """`perf-default-c4-r2` / `throughput-c4` -> `default-c4` / `c4`; None for non-load records."""
+    for prefix in ("perf-", "throughput-"):
+        if stem.startswith(prefix):
+            return re.sub(r"-r\d+$", "", stem[len(prefix) :])
+    return None
+
+
+def latencies(reports_dir: Path, doc: dict) -> dict[str, dict[str, list[float]]]:
+    """Load run -> TTFT and end-to-end latency (ms) per request, repetitions pooled."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for rel in doc.get("records", []):
+        tag = _run_tag(Path(rel).stem)
+        if tag is None:
+            continue
+        try:
+            records = json.loads((reports_dir / rel).read_text()).get("records", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        done = [r for r in records if r.get("send") and r.get("end") and not r.get("error")]
+        run = out.setdefault(tag, {"ttft": [], "e2e": []})
+        run["ttft"].extend((r["first"] - r["send"]) * 1000 for r in done if r.get("first"))
+        run["e2e"].extend((r["end"] - r["send"]) * 1000 for r in done)
+    return out
+
+
+def _attach_text(path: Path, name: str, kind, secrets) -> None:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return
+    allure.attach(redact(text, secrets), name, kind)
+
+
+def attach_story(ctx, doc: dict, evidence_path: Path | None) -> None:
+    """Parameters, links and attachments for one cell run; never raises (the run is the record)."""
+    try:
+        _attach_story(ctx, doc, evidence_path)
+    except Exception as exc:  # noqa: BLE001 - a report glitch must not change a cell's verdict
+        log.warning("dayzero: could not attach the story of %s: %s", doc.get("cell"), exc)
+
+
+def _attach_story(ctx, doc: dict, evidence_path: Path | None) -> None:
+    secrets = ctx.inventory.secrets
+    reports_dir = Path(ctx.reports_dir)
+    allure.dynamic.parameter("lab host", ", ".join(h["name"] for h in doc["hosts"]) or "-", excluded=True)
+    allure.dynamic.parameter("worker", doc["run"]["worker"], excluded=True)
+    allure.dynamic.parameter("run", doc["run"]["id"], excluded=True)
+    allure.dynamic.parameter("engine version", doc["engine"]["version"], excluded=True)
+    allure.dynamic.parameter("recipe digest", doc["recipe"]["digest"] or "-", excluded=True)
+    if evidence_path is not None:
+        rel = os.path.relpath(evidence_path, reports_dir / REPORT_DIR)
+        allure.dynamic.link(rel, name=f"evidence {evidence_path.name}")
+    facts = redact(json.dumps(environment_facts(ctx, doc), indent=2, default=str), secrets)
+    allure.attach(facts, "environment facts", allure.attachment_type.JSON)
+    for rel in doc.get("logs", []):
+        _attach_text(
+            reports_dir / rel, f"server log (full): {Path(rel).name}", allure.attachment_type.TEXT, secrets
+        )
+    for rel in doc.get("records", []):
+        _attach_text(
+            reports_dir / rel, f"raw records: {Path(rel).name}", allure.attachment_type.JSON, secrets
+        )
+    summary = metric_summary(doc)
+    if summary:
+        allure.attach(
+            redact(json.dumps(summary, indent=2, default=str), secrets),
+            "metric summary",
+            allure.attachment_type.JSON,
+        )
+    diff = golden_diff(doc)
+    if diff:
+        allure.attach(redact(diff, secrets), "golden diff", allure.attachment_type.TEXT)
+    points = throughput_points(doc)
+    if points:
+        allure.attach(
+            plots.throughput_chart(points), "throughput versus concurrency", allure.attachment_type.SVG
+        )
+    lat = latencies(reports_dir, doc)
+    if any(v for kinds in lat.values() for v in kinds.values()):
+        allure.attach(plots.latency_cdf_chart(lat), "latency CDF", allure.attachment_type.SVG)
+
+
+def redact_file(path: Path, secrets) -> None:
+    """Rewrite a file copied into reports/ (a server log may echo its environment) with secrets masked."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return
+    masked = redact(text, secrets)
+    if masked != text:
+        path.write_text(masked)

@@ -1,0 +1,279 @@
+"""Nightly runs: the matrix on an inventory, compared metric by metric with the previous night.
+
+Layout under the nightly root (default `reports/nightly`):
+
+    nights/<UTC stamp>/           one night: evidence/, runs/, allure-results/, acceptance.*,
+                                  regressions.json, allure-report/index.html
+    allure-history.jsonl          Allure 3's history, appended by every night's report (trends)
+    latest                        symlink to the newest night
+
+A **regression** is a metric of a cell that got worse than the previous night's value by more
+than the noise band. The band of a metric is, in order of preference:
+
+1. the *recorded spread*: when both nights repeated the measurement, the larger of the two
+   ranges (max - min over repetitions) -- the run's own evidence of how much it wobbles;
+2. otherwise a default relative band: `DEFAULT_BAND_PCT` (10%) of the previous value for
+   throughputs, means and medians, `TAIL_BAND_PCT` (25%) for p90/p99 latencies, which rest on a
+   handful of requests;
+
+and never less than `MIN_BAND_PCT` (5%) of the previous value -- repetitions inside one run do
+not see what drifts between nights (other load, clocks, thermals) -- nor `MIN_BAND_MS` (2 ms)
+for a latency (timer and scheduler granularity on a busy host); for interactivity (1000 / TPOT)
+the floor is what a 2 ms move of TPOT is worth, so sub-millisecond TPOTs never raise alarms.
+
+Compared metrics: every throughput and interactivity (higher is better) and the mean, median,
+p90 and p99 of every latency in ms (lower is better) in the checks' summaries; counts, durations
+and standard deviations are not levels and are not compared. Cells and checks present in only
+one of the two nights are reported as such, never as regressions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from dayzero import evidence
+
+DEFAULT_BAND_PCT = 10.0
+TAIL_BAND_PCT = 25.0
+MIN_BAND_PCT = 5.0
+MIN_BAND_MS = 2.0
+NIGHTS = "nights"
+HISTORY = "allure-history.jsonl"
+REGRESSIONS = "regressions.json"
+LATENCY_STATS = ("mean", "median", "p90", "p99")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    cell: str
+    check: str
+    metric: str
+    previous: float
+    current: float
+    band: float  # absolute: how far the value may move the wrong way and still be noise
+    band_source: str  # "recorded spread" | "default 10%" | a minimum that applied
+    higher_is_better: bool
+
+    @property
+    def change_pct(self) -> float:
+        return (self.current - self.previous) / self.previous * 100 if self.previous else 0.0
+
+    @property
+    def regressed(self) -> bool:
+        worse = self.previous - self.current if self.higher_is_better else self.current - self.previous
+        return worse > self.band
+
+    def describe(self) -> str:
+        arrow = "dropped" if self.current < self.previous else "rose"
+        return (
+            f"{self.check} {self.metric} {arrow} from {self.previous:g} to {self.current:g} "
+            f"({self.change_pct:+.1f}%; noise band +-{self.band:.3g} from {self.band_source})"
+        )
+
+
+def direction(metric: str) -> bool | None:
+    """True: higher is better; False: lower is better; None: not a level we compare."""
+    if metric.startswith("std_"):
+        return None  # a dispersion, not a level
+    if "throughput" in metric or metric.endswith("interactivity"):
+        return True
+    if metric.endswith("_ms") and metric.split("_", 1)[0] in LATENCY_STATS:
+        return False
+    return None
+
+
+def summaries(check: dict) -> list[dict]:
+    """Per-repetition summaries of a performance check (one when the run was not repeated)."""
+    details = check.get("details") or {}
+    if details.get("summaries"):
+        return [s for s in details["summaries"] if isinstance(s, dict)]
+    if isinstance(details.get("summary"), dict):
+        return [details["summary"]]
+    return []
+
+
+def levels(check: dict) -> dict[str, tuple[float, float | None]]:
+    """metric -> (median over repetitions, range over repetitions or None when run once)."""
+    out: dict[str, tuple[float, float | None]] = {}
+    reps = summaries(check)
+    keys = {k for s in reps for k in s}
+    for key in sorted(keys):
+        if direction(key) is None:
+            continue
+        values = [float(s[key]) for s in reps if isinstance(s.get(key), int | float)]
+        if values:
+            out[key] = (statistics.median(values), (max(values) - min(values)) if len(values) > 1 else None)
+    if not out and isinstance(check.get("measured"), int | float):
+        metric = check["name"].split(":", 1)[-1].split("@", 1)[0]
+        if direction(metric) is not None:
+            agg = (check.get("details") or {}).get("aggregate") or {}
+            rng = agg["max"] - agg["min"] if len(agg.get("values") or ()) > 1 else None
+            out[metric] = (float(check["measured"]), rng)
+    return out
+
+
+def noise_band(
+    metric: str, previous: float, spreads: Sequence[float | None], default_pct: float
+) -> tuple[float, str]:
+    known = [s for s in spreads if s is not None]
+    if len(known) == len(spreads) and known:
+        band, source = max(known), "recorded spread"
+    else:
+        tail = metric.startswith(("p90_", "p99_"))
+        pct = max(default_pct, TAIL_BAND_PCT) if tail else default_pct
+        band, source = abs(previous) * pct / 100, f"default {pct:g}%"
+    floors = [(abs(previous) * MIN_BAND_PCT / 100, f"minimum {MIN_BAND_PCT:g}%")]
+    if metric.endswith("_ms"):
+        floors.append((MIN_BAND_MS, f"minimum {MIN_BAND_MS:g} ms"))
+    elif metric.endswith("interactivity") and previous > 0:
+        floors.append((previous - 1000 / (1000 / previous + MIN_BAND_MS), f"TPOT {MIN_BAND_MS:g} ms"))
+    floor, why = max(floors)
+    return (band, source) if band >= floor else (floor, why)
+
+
+def compare_docs(previous: dict, current: dict, default_pct: float = DEFAULT_BAND_PCT) -> list[Comparison]:
+    """Every comparable metric of every performance check the two evidence documents share."""
+    before = {c["name"]: c for c in previous["checks"] if c["kind"] == "performance"}
+    out = []
+    for check in current["checks"]:
+        if check["kind"] != "performance" or check["name"] not in before:
+            continue
+        old = levels(before[check["name"]])
+        for metric, (value, rng) in levels(check).items():
+            if metric not in old:
+                continue
+            prev, prev_rng = old[metric]
+            band, source = noise_band(metric, prev, [prev_rng, rng], default_pct)
+            out.append(
+                Comparison(
+                    current["cell"], check["name"], metric, prev, value, band, source, bool(direction(metric))
+                )
+            )
+    return out
+
+
+def regressions(comparisons: Iterable[Comparison]) -> list[Comparison]:
+    return [c for c in comparisons if c.regressed]
+
+
+def latest_by_cell(reports_dir: Path) -> dict[str, dict]:
+    """The newest evidence document of each cell in a reports dir (a night)."""
+    latest: dict[str, dict] = {}
+    if not (Path(reports_dir) / evidence.EVIDENCE_DIR).is_dir():
+        return latest
+    for _, doc in evidence.iter_evidence(reports_dir):
+        seen = latest.get(doc["cell"])
+        if seen is None or doc["run"]["finished"] > seen["run"]["finished"]:
+            latest[doc["cell"]] = doc
+    return latest
+
+
+def compare_nights(
+    previous_dir: Path | None, current_dir: Path, default_pct: float = DEFAULT_BAND_PCT
+) -> dict:
+    """The night's comparison report: regressions, every comparison, cells new or gone."""
+    before = latest_by_cell(previous_dir) if previous_dir else {}
+    now = latest_by_cell(current_dir)
+    comparisons = []
+    for cell, doc in sorted(now.items()):
+        if cell in before and doc["verdict"] != "broken" and before[cell]["verdict"] != "broken":
+            comparisons.extend(compare_docs(before[cell], doc, default_pct))
+    found = regressions(comparisons)
+    return {
+        "previous": str(previous_dir) if previous_dir else None,
+        "current": str(current_dir),
+        "default_band_pct": default_pct,
+        "regressions": [
+            {**asdict(c), "change_pct": round(c.change_pct, 2), "message": c.describe()} for c in found
+        ],
+        "compared": [{**asdict(c), "change_pct": round(c.change_pct, 2)} for c in comparisons],
+        "new_cells": sorted(set(now) - set(before)),
+        "missing_cells": sorted(set(before) - set(now)),
+    }
+
+
+# --- the nightly run ------------------------------------------------------------------------
+
+
+def night_stamp(now: dt.datetime | None = None) -> str:
+    return (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+
+
+def previous_night(root: Path, current: str | None = None) -> Path | None:
+    """The newest night before `current` that holds evidence."""
+    nights = sorted(p for p in (Path(root) / NIGHTS).glob("*") if p.is_dir() and p.name != current)
+    nights = [p for p in nights if current is None or p.name < current]
+    for night in reversed(nights):
+        if any((night / evidence.EVIDENCE_DIR).glob("*.json")):
+            return night
+    return None
+
+
+def pytest_command(args, night: Path, baseline: Path | None) -> list[str]:
+    """Options in `--name=value` form: a bare path argument would move pytest's rootdir."""
+    matrix = getattr(args, "nightly_matrix", None) or args.matrix
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-rfE"]
+    cmd += [
+        f"--hosts={Path(args.hosts).resolve()}",
+        f"--matrix={Path(matrix).resolve()}",
+        f"--reports={night}",
+        f"--regression-band={args.band}",
+    ]
+    if baseline is not None:
+        cmd.append(f"--baseline={baseline}")
+    if args.markers:
+        cmd += ["-m", args.markers]
+    if args.workers and args.workers != "0":
+        cmd += ["-n", args.workers]
+    cmd += [*(args.pytest_args or []), "suites"]
+    return cmd
+
+
+def run_nightly(args) -> int:
+    """One night: pytest over the matrix (xdist), regressions vs the previous night, the report."""
+    from dayzero.report import allure_build
+
+    root = Path(args.root).resolve()
+    stamp = night_stamp()
+    night = root / NIGHTS / stamp
+    night.mkdir(parents=True, exist_ok=True)
+    baseline = previous_night(root, stamp)
+    cmd = pytest_command(args, night, baseline)
+    print(f"[nightly] night {stamp}; previous: {baseline.name if baseline else 'none'}", file=sys.stderr)
+    print(f"[nightly] {' '.join(cmd)}", file=sys.stderr)
+    env = {**os.environ, "DAYZERO_RUN_ID": f"nightly-{stamp}"}
+    code = subprocess.run(cmd, cwd=args.suites_root, env=env).returncode
+    result = compare_nights(baseline, night, args.band)
+    (night / REGRESSIONS).write_text(json.dumps(result, indent=2) + "\n")
+    for r in result["regressions"]:
+        print(f"[nightly] REGRESSION {r['cell']}: {r['message']}", file=sys.stderr)
+    print(
+        f"[nightly] {len(result['compared'])} metric(s) compared, {len(result['regressions'])} regression(s)",
+        file=sys.stderr,
+    )
+    if not args.no_report:
+        try:
+            out = allure_build.build(
+                night, night / "allure-report", history=root / HISTORY, name=f"dayzero nightly {stamp}"
+            )
+            print(f"[nightly] report: {out}", file=sys.stderr)
+        except allure_build.ReportError as exc:
+            print(f"[nightly] report not built: {exc}", file=sys.stderr)
+            code = code or 3
+    latest = root / "latest"
+    if latest.is_symlink() or not latest.exists():
+        latest.unlink(missing_ok=True)
+        latest.symlink_to(Path(NIGHTS) / stamp)
+    if code == 5:
+        print("[nightly] no cell ran (pytest exit 5): nothing selected or no host for them", file=sys.stderr)
+    if result["regressions"] and code == 0:
+        code = 1  # the live check in the plugin fails regressed cells; this keeps the rule without it
+    return code

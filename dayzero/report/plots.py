@@ -1,0 +1,151 @@
+"""Small SVG charts for Allure attachments: throughput versus concurrency, latency CDFs.
+
+Our own ~100 lines instead of matplotlib: the charts are two kinds of line plot, SVG is text
+(so it can be redacted, diffed and embedded in a single-file report), and the harness stays
+installable on lab controllers with nothing but the registries. Pure functions: data in, SVG out.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+WIDTH, HEIGHT = 760, 360
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 64, 250, 36, 48
+COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    points: tuple[tuple[float, float], ...]
+    step: bool = False  # draw as a step function (CDFs)
+    colour: int | None = None  # index into COLOURS; default: the series' position
+    dashed: bool = False
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi] (1, 2, 5 x 10^k steps)."""
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / max(count, 1)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    start = math.floor(lo / step) * step
+    ticks = [round(start, 10)]
+    while ticks[-1] < hi - step * 1e-9:
+        ticks.append(round(ticks[-1] + step, 10))
+    if len(ticks) == 1:
+        ticks.append(round(start + step, 10))
+    return ticks
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}" if abs(value) < 1e6 else f"{value:.2e}"
+
+
+def line_chart(series: Sequence[Series], title: str, x_label: str, y_label: str) -> str:
+    """One SVG document with axes, ticks, a legend and one polyline (plus markers) per series."""
+    esc = html.escape
+    points = [p for s in series for p in s.points]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{esc(title)}</text>',
+    ]
+    if not points:
+        parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">no data</text></svg>')
+        return "\n".join(parts)
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x_ticks = nice_ticks(min(0.0, min(xs)), max(xs))
+    y_ticks = nice_ticks(min(0.0, min(ys)), max(ys))
+    x0, x1, y0, y1 = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
+    plot_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+    plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
+
+    def sx(x: float) -> float:
+        return MARGIN_LEFT + (x - x0) / ((x1 - x0) or 1) * plot_w
+
+    def sy(y: float) -> float:
+        return MARGIN_TOP + plot_h - (y - y0) / ((y1 - y0) or 1) * plot_h
+
+    bottom, right = MARGIN_TOP + plot_h, MARGIN_LEFT + plot_w
+    parts.append(
+        f'<g stroke="#999"><line x1="{MARGIN_LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}"/>'
+        f'<line x1="{MARGIN_LEFT}" y1="{MARGIN_TOP}" x2="{MARGIN_LEFT}" y2="{bottom}"/></g>'
+    )
+    for t in x_ticks:
+        parts.append(
+            f'<line x1="{sx(t):.1f}" y1="{bottom}" x2="{sx(t):.1f}" y2="{bottom + 4}" stroke="#999"/>'
+            f'<text x="{sx(t):.1f}" y="{bottom + 16}" text-anchor="middle">{_fmt(t)}</text>'
+        )
+    for t in y_ticks:
+        parts.append(
+            f'<line x1="{MARGIN_LEFT}" y1="{sy(t):.1f}" x2="{right}" y2="{sy(t):.1f}" stroke="#eee"/>'
+            f'<text x="{MARGIN_LEFT - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>'
+        )
+    parts.append(
+        f'<text x="{MARGIN_LEFT + plot_w / 2}" y="{HEIGHT - 10}" text-anchor="middle">{esc(x_label)}</text>'
+        f'<text x="14" y="{MARGIN_TOP + plot_h / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {MARGIN_TOP + plot_h / 2})">{esc(y_label)}</text>'
+    )
+    for i, s in enumerate(series):
+        colour = COLOURS[(i if s.colour is None else s.colour) % len(COLOURS)]
+        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        pts = sorted(s.points)
+        if s.step:
+            stepped = []
+            for j, (x, y) in enumerate(pts):
+                if j:
+                    stepped.append((x, pts[j - 1][1]))
+                stepped.append((x, y))
+            pts_draw = stepped
+        else:
+            pts_draw = pts
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts_draw)
+        parts.append(
+            f'<polyline class="series" data-name="{esc(s.name)}" fill="none" stroke="{colour}" '
+            f'stroke-width="2"{dash} points="{path}"/>'
+        )
+        if not s.step:
+            parts.extend(
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{colour}"/>' for x, y in pts
+            )
+        ly = MARGIN_TOP + 8 + 18 * i
+        parts.append(
+            f'<line x1="{right + 12}" y1="{ly - 4}" x2="{right + 28}" y2="{ly - 4}" stroke="{colour}" '
+            f'stroke-width="3"{dash}/><text x="{right + 34}" y="{ly}">{esc(s.name)}</text>'
+        )
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def cdf(values: Sequence[float]) -> tuple[tuple[float, float], ...]:
+    """Empirical CDF points (value, share of requests at or below it)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    return tuple((v, (i + 1) / n) for i, v in enumerate(ordered))
+
+
+def throughput_chart(points: Sequence[tuple[str, float, float]]) -> str:
+    """(series name, concurrency, tok/s) from a cell's throughput floors -> one line per series."""
+    by_series: dict[str, list[tuple[float, float]]] = {}
+    for name, concurrency, value in points:
+        by_series.setdefault(name, []).append((float(concurrency), float(value)))
+    series = [Series(name, tuple(p)) for name, p in by_series.items()]
+    return line_chart(series, "Throughput versus concurrency", "concurrency", "tokens/s")
+
+
+def latency_cdf_chart(latencies: dict[str, dict[str, Sequence[float]]]) -> str:
+    """Load run -> {"ttft": ms, "e2e": ms} -> one colour per run, TTFT dashed, end-to-end solid."""
+    series = []
+    for i, (run, kinds) in enumerate(latencies.items()):
+        for kind, values in kinds.items():
+            if values:
+                series.append(
+                    Series(f"{run} {kind}", cdf(values), step=True, colour=i, dashed=kind == "ttft")
+                )
+    return line_chart(series, "Latency CDF (TTFT dashed, end-to-end solid)", "ms", "share of requests")

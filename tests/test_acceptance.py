@@ -1,0 +1,177 @@
+"""The acceptance table: every badge derived from evidence and the matrix, never typed by hand."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from html.parser import HTMLParser
+
+import yaml
+
+from dayzero import evidence
+from dayzero.matrix import load_matrix
+from dayzero.recipe import digest
+from dayzero.report.acceptance import rows, write_acceptance
+
+NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+LL_BASE = "smollm2-135m/cpu/low_latency/baseline"
+LL_NGRAM = "smollm2-135m/cpu/low_latency/ngram_spec"
+HT_BASE = "smollm2-135m/cpu/high_throughput/baseline"
+HT_NGRAM = "smollm2-135m/cpu/high_throughput/ngram_spec"
+UNSUPPORTED = "kimi-k3.1-pro/trainium3/balanced/baseline"
+ENGINE = "llama-cpp-python 0.3.36"
+
+
+def doc(matrix, cell_id, *, finished=NOW, verdict="passed", version=ENGINE, run="r1", recipe_digest=None):
+    cell = matrix.cell(cell_id)
+    when = finished.isoformat(timespec="seconds")
+    return {
+        "schema_version": 1,
+        "cell": cell.id,
+        "model": cell.model,
+        "hardware": cell.hardware,
+        "mode": cell.mode,
+        "strategy": cell.strategy,
+        "options": list(cell.options),
+        "source": "dayzero",
+        "run": {
+            "id": run,
+            "started": when,
+            "finished": when,
+            "by": "test",
+            "controller": "test",
+            "worker": "master",
+            "harness_version": "0.1.0",
+        },
+        "recipe": {
+            "digest": recipe_digest or digest(matrix.card(cell), cell),
+            "launches": [],
+        },
+        "engine": {"name": "llama.cpp", "version": version},
+        "hosts": [],
+        "checks": [
+            {
+                "name": "floor:output_throughput@default/c1",
+                "kind": "performance",
+                "verdict": verdict if verdict != "broken" else "passed",
+                "message": "m",
+                "measured": 50.0,
+                "bound": 15.0,
+            }
+        ],
+        "verdict": verdict,
+    }
+
+
+def statuses(table) -> dict[str, str]:
+    return {r.cell.id: r.status for r in table}
+
+
+class _Rows(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.rows: dict[str, str] = {}
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "tr" and "data-cell" in a:
+            self.rows[a["data-cell"]] = a["data-status"]
+
+
+def html_statuses(path) -> dict[str, str]:
+    parser = _Rows()
+    parser.feed(path.read_text())
+    return parser.rows
+
+
+def md_statuses(path) -> dict[str, str]:
+    return dict(re.findall(r"^\| `([^`]+)` \| (\w+) \|", path.read_text(), re.M))
+
+
+def test_verified_failed_pending_unsupported_from_evidence(tmp_path, matrix_dir):
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    evidence.write(reports, doc(matrix, LL_BASE))
+    evidence.write(reports, doc(matrix, HT_BASE, verdict="failed"))
+    md = write_acceptance(matrix, reports, now=NOW)
+    got = md_statuses(md)
+    assert got[LL_BASE] == "Verified"
+    assert got[HT_BASE] == "Failed"
+    assert got[LL_NGRAM] == "Pending"
+    assert got[UNSUPPORTED] == "Unsupported"
+    assert "Neuron support for Kimi K3.1" in md.read_text()
+    # Verified carries date, engine version and a link to its evidence
+    line = next(x for x in md.read_text().splitlines() if f"`{LL_BASE}`" in x)
+    assert "2026-12-01" in line and ENGINE in line and "](evidence/" in line
+    # the HTML page says the same, cell for cell
+    html = md.with_suffix(".html")
+    assert html_statuses(html) == got
+    assert len(got) == len(matrix.cells)
+
+
+def test_changing_one_recipe_flag_turns_its_cells_stale(tmp_path, matrix_dir):
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    for cell_id in (LL_BASE, LL_NGRAM, HT_BASE, HT_NGRAM):
+        evidence.write(reports, doc(matrix, cell_id))
+    assert set(statuses(rows(matrix, reports, now=NOW)).values()) >= {"Verified"}
+    assert md_statuses(write_acceptance(matrix, reports, now=NOW))[LL_NGRAM] == "Verified"
+
+    card_path = matrix_dir / "models" / "smollm2-135m.yaml"
+    card = yaml.safe_load(card_path.read_text())
+    card["strategies"]["ngram_spec"]["args"] += ["--spec-ngram-size-n", "8"]  # one flag, one strategy
+    card_path.write_text(yaml.safe_dump(card, sort_keys=False))
+
+    md = write_acceptance(load_matrix(matrix_dir), reports, now=NOW)
+    got = md_statuses(md)
+    assert got[LL_NGRAM] == "Stale" and got[HT_NGRAM] == "Stale"
+    assert got[LL_BASE] == "Verified" and got[HT_BASE] == "Verified"
+    assert "recipe changed" in next(x for x in md.read_text().splitlines() if f"`{LL_NGRAM}`" in x)
+    assert html_statuses(md.with_suffix(".html"))[LL_NGRAM] == "Stale"
+
+
+def test_a_newer_engine_on_the_same_hardware_makes_older_evidence_stale(tmp_path, matrix_dir):
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    evidence.write(reports, doc(matrix, LL_BASE, finished=NOW - dt.timedelta(days=2)))
+    evidence.write(reports, doc(matrix, HT_BASE, finished=NOW - dt.timedelta(days=1), version="llama 0.3.37"))
+    got = statuses(rows(matrix, reports, now=NOW))
+    assert got[LL_BASE] == "Stale"  # its numbers were taken on the older build
+    assert got[HT_BASE] == "Verified"
+    detail = next(r.detail for r in rows(matrix, reports, now=NOW) if r.cell.id == LL_BASE)
+    assert "engine changed" in detail and "llama 0.3.37" in detail
+    # an unknown version is never compared
+    evidence.write(reports, doc(matrix, LL_NGRAM, finished=NOW, version="unknown", run="r9"))
+    assert statuses(rows(matrix, reports, now=NOW))[LL_NGRAM] == "Verified"
+
+
+def test_evidence_older_than_the_window_is_stale(tmp_path, matrix_dir):
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    evidence.write(reports, doc(matrix, LL_BASE, finished=NOW - dt.timedelta(days=40)))
+    assert statuses(rows(matrix, reports, now=NOW))[LL_BASE] == "Stale"
+    assert statuses(rows(matrix, reports, now=NOW, max_age_days=60))[LL_BASE] == "Verified"
+    md = write_acceptance(matrix, reports, now=NOW, max_age_days=30)
+    assert "40 days old (window 30)" in md.read_text()
+
+
+def test_latest_evidence_wins_and_a_rerun_clears_stale(tmp_path, matrix_dir):
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    evidence.write(
+        reports,
+        doc(
+            matrix, LL_BASE, recipe_digest="0000000000000000", run="old", finished=NOW - dt.timedelta(days=1)
+        ),
+    )
+    assert statuses(rows(matrix, reports, now=NOW))[LL_BASE] == "Stale"
+    evidence.write(reports, doc(matrix, LL_BASE, run="new"))
+    assert statuses(rows(matrix, reports, now=NOW))[LL_BASE] == "Verified"
+
+
+def test_published_status_is_shown_with_its_source_when_there_is_no_evidence(tmp_path, matrix_dir):
+    table = rows(load_matrix(matrix_dir), tmp_path / "empty", now=NOW)
+    row = next(r for r in table if r.cell.id == "kimi-k3.1-pro/b300/balanced/dflash")
+    assert (row.status, row.source) == ("Verified", "published")
+    row = next(r for r in table if r.cell.id == LL_BASE)
+    assert (row.status, row.source) == ("Pending", "published")

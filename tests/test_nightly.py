@@ -1,0 +1,98 @@
+"""Nightly: `tools/nightly` three times; the third night's host is slower and only it regresses.
+
+The host's slowdown is injected through the inventory (the stub server's time to first token is
+a host var), so the recipe, and its digest, are the same every night: what changed is the lab,
+which is exactly what a nightly comparison is for.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from dayzero.report.browser import AllureReportPage, Browser
+
+from .conftest import REPO
+from .stub_cells import stub_card, stub_inventory, stub_matrix
+
+FAST, SLOW = 0.25, 1.0  # seconds to first token
+
+
+def nightly(root, inventory, matrix):
+    return subprocess.run(
+        [
+            str(REPO / "tools" / "nightly"),
+            f"--hosts={inventory}",
+            f"--matrix={matrix}",
+            f"--root={root}",
+            "-n",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+
+
+def night_dirs(root):
+    return sorted(p for p in (root / "nights").iterdir() if p.is_dir())
+
+
+def allure_results(night):
+    return [json.loads(p.read_text()) for p in (night / "allure-results").glob("*-result.json")]
+
+
+def test_a_slower_host_is_flagged_as_a_regression_and_an_unchanged_one_is_not(tmp_path):
+    card = stub_card()
+    for floor in card["floors"]:
+        floor["num_prompts"] = 4
+    matrix = stub_matrix(tmp_path, card)
+    fast = stub_inventory(tmp_path / "fast", ttft=FAST)
+    slow = stub_inventory(tmp_path / "slow", ttft=SLOW)
+    root = tmp_path / "nightly"
+
+    first = nightly(root, fast, matrix)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    second = nightly(root, fast, matrix)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    third = nightly(root, slow, matrix)
+    assert third.returncode == 1, third.stdout[-3000:] + third.stderr[-3000:]
+
+    n1, n2, n3 = night_dirs(root)
+    r1, r2, r3 = (json.loads((n / "regressions.json").read_text()) for n in (n1, n2, n3))
+    assert r1["previous"] is None and r1["regressions"] == []
+    # two unchanged nights: every metric compared, none flagged
+    assert r2["previous"] == str(n1) and len(r2["compared"]) > 10
+    assert r2["regressions"] == [], json.dumps(r2["regressions"], indent=1)
+    # the slow night: flagged against the night before, throughput and TTFT among the metrics
+    assert r3["previous"] == str(n2)
+    flagged = {(r["cell"], r["metric"]) for r in r3["regressions"]}
+    for cell in ("stubby/cpu/low_latency/baseline", "stubby/cpu/high_throughput/baseline"):
+        assert (cell, "output_throughput") in flagged
+        assert (cell, "median_ttft_ms") in flagged
+    assert "REGRESSION stubby/cpu/low_latency/baseline" in third.stderr
+
+    # regressions land in their own Allure category; earlier nights have none
+    for result in allure_results(n3):
+        labels = {(x["name"], x["value"]) for x in result["labels"]}
+        assert result["status"] == "failed" and ("dayzero_category", "regression") in labels
+        assert "regression against run" in result["statusDetails"]["message"]
+    for night in (n1, n2):
+        assert {r["status"] for r in allure_results(night)} == {"passed"}
+    # the evidence itself still says the floors passed: a regression is a trend, not a verdict
+    docs = [json.loads(p.read_text()) for p in (n3 / "evidence").glob("*.json")]
+    assert {d["verdict"] for d in docs} == {"passed"}
+
+    # history for the report's trends: one entry per night, every night's report built
+    history = (root / "allure-history.jsonl").read_text().splitlines()
+    assert len(history) == 3
+    for night in (n1, n2, n3):
+        assert (night / "allure-report" / "index.html").stat().st_size > 100_000
+    assert (root / "latest").resolve() == n3.resolve()
+
+    # as a reader sees the third night's report: the Regression category, each cell's history
+    with Browser() as browser:
+        page = AllureReportPage(browser, n3 / "allure-report" / "index.html")
+        assert re.search(r"Regression \(worse than the previous night[^\n]*\n2\b", page.categories())
+        assert page.history("stubby/cpu/low_latency/baseline") == 2

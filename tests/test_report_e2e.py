@@ -1,0 +1,164 @@
+"""After a real cpu run: the single-file Allure report as a reader sees it, the acceptance table,
+and no planted secret anywhere under reports/.
+
+One real `pytest -m cpu` run (llama-server, SmolLM2, four cells) feeds every check here, so the
+expensive part happens once. The report is opened in headless Chromium (Debian `chromium`) and
+read through its own UI: the tree, each cell's page, its attachments opened one by one. The
+screenshots are kept under the run's reports/artifacts/ and copied to the repository's
+reports/artifacts/ so they survive the test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from dayzero.engine import cache_root, model_path, server_binary
+from dayzero.report import plots
+from dayzero.report.browser import AllureReportPage, Browser, chromium_path
+
+from .conftest import REPO, needs_engine, run_pytest, write_yaml
+from .test_acceptance import html_statuses, md_statuses
+from .test_secrets import files_containing
+
+pytestmark = [pytest.mark.e2e, needs_engine]
+
+CPU_CELLS = [
+    "smollm2-135m/cpu/low_latency/baseline",
+    "smollm2-135m/cpu/low_latency/ngram_spec",
+    "smollm2-135m/cpu/high_throughput/baseline",
+    "smollm2-135m/cpu/high_throughput/ngram_spec",
+]
+EVERY_CELL_ATTACHMENTS = {
+    "rendered commands",
+    "evidence",
+    "environment facts",
+    "metric summary",
+    "golden diff",
+    "throughput versus concurrency",
+    "latency CDF",
+}
+RECIPE_SECRET = "rcp-e2e-secret-Q81mZ"
+SETUP_SECRET = "stp-e2e-secret-Vb62Tn"
+ARTIFACTS = REPO / "reports" / "artifacts"
+
+
+def dayzero(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "dayzero.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    """The four cpu cells, with a secret in the recipe's env and one in the host's set-up line."""
+    chromium_path()  # fails naming what to install, before the expensive part
+    if not shutil.which("node"):
+        pytest.fail("node (Node.js) is needed for Allure 3: run tools/setup")
+    root = tmp_path_factory.mktemp("cpu-report")
+    mdir = root / "matrix"
+    shutil.copytree(REPO / "matrix", mdir)
+    card_path = mdir / "models" / "smollm2-135m.yaml"
+    card = yaml.safe_load(card_path.read_text())
+    card["recipe"]["env"] = {"HUB_AUTH": {"secret_from_env": "DZ_E2E_RECIPE_SECRET"}}
+    card_path.write_text(yaml.safe_dump(card, sort_keys=False))
+    inventory = write_yaml(
+        root / "hosts.yaml",
+        {
+            "hosts": {
+                "local": {
+                    "transport": "local",
+                    "address": "127.0.0.1",
+                    "hardware": "cpu",
+                    "accelerators": 1,
+                    "slots": 1,
+                    # the shared workdir: leases are shared with every other run on this machine
+                    "workdir": str(cache_root() / "work"),
+                    "engine_setup": f"export LAB_TOKEN={SETUP_SECRET}; "
+                    f'export PATH="{server_binary().parent}:$PATH"',
+                    "vars": {"model_root": str(model_path().parent)},
+                }
+            }
+        },
+    )
+    reports = root / "reports"
+    env = {"DZ_E2E_RECIPE_SECRET": RECIPE_SECRET}
+    result = run_pytest(
+        "-m", "cpu", "-q", "-rA", f"--matrix={mdir}", f"--hosts={inventory}", f"--reports={reports}",
+        env=env, timeout=1800,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "4 passed" in result.stdout
+    built = dayzero(f"--matrix={mdir}", "report", f"--reports={reports}", env=env)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return {"root": root, "matrix": mdir, "reports": reports, "env": env, "built": built.stdout}
+
+
+def keep(path):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, ARTIFACTS / path.name)
+
+
+def test_the_html_report_shows_every_cpu_cell_with_its_charts_and_attachments(cpu_run):
+    reports = cpu_run["reports"]
+    index = reports / "allure-report" / "index.html"
+    assert index.is_file() and not (reports / "allure-report" / "data").exists()  # one file
+    shots = reports / "artifacts"
+    with Browser(height=2400) as browser:
+        page = AllureReportPage(browser, index)
+        assert sorted(page.open_tree()) == sorted(CPU_CELLS)
+        keep(browser.screenshot(shots / "report-tree.png"))
+        for cell in CPU_CELLS:
+            names = page.open_result(cell)
+            assert set(names) >= EVERY_CELL_ATTACHMENTS, f"{cell}: {names}"
+            assert any(n.startswith("server log (full)") for n in names)
+            assert any(n.startswith("raw records: perf-") for n in names)
+            for chart in ("throughput versus concurrency", "latency CDF"):
+                shown = page.open_attachment(chart)["images"]
+                assert shown == [[plots.WIDTH, plots.HEIGHT]], f"{cell}: {chart} rendered as {shown}"
+            commands = page.open_attachment("rendered commands")["text"]
+            assert "llama-server" in commands and "--port" in commands
+            assert "golden:" in page.open_attachment("golden diff")["text"]
+            if cell.endswith("high_throughput/baseline"):
+                keep(browser.screenshot(shots / "report-cell-charts.png"))
+            page.open_tree()
+    assert (ARTIFACTS / "report-cell-charts.png").stat().st_size > 10_000
+
+
+def test_acceptance_shows_verified_pending_unsupported_then_stale(cpu_run):
+    reports, mdir = cpu_run["reports"], cpu_run["matrix"]
+    got = md_statuses(reports / "acceptance.md")
+    assert {cell: got[cell] for cell in CPU_CELLS} == dict.fromkeys(CPU_CELLS, "Verified")
+    assert got["kimi-k3.1-pro/trainium3/balanced/baseline"] == "Unsupported"
+    assert got["kimi-k3.1-pro/h200/balanced/baseline"] == "Pending"
+    assert html_statuses(reports / "acceptance.html") == got
+
+    card_path = mdir / "models" / "smollm2-135m.yaml"
+    card = yaml.safe_load(card_path.read_text())
+    card["strategies"]["ngram_spec"]["args"] += ["--draft-max", "8"]
+    card_path.write_text(yaml.safe_dump(card, sort_keys=False))
+    done = dayzero(f"--matrix={mdir}", "acceptance", f"--reports={reports}")
+    assert done.returncode == 0, done.stderr
+    got = md_statuses(reports / "acceptance.md")
+    assert got["smollm2-135m/cpu/low_latency/ngram_spec"] == "Stale"
+    assert got["smollm2-135m/cpu/high_throughput/ngram_spec"] == "Stale"
+    assert got["smollm2-135m/cpu/low_latency/baseline"] == "Verified"
+    assert (
+        html_statuses(reports / "acceptance.html")["smollm2-135m/cpu/high_throughput/ngram_spec"] == "Stale"
+    )
+
+
+def test_no_planted_secret_in_any_file_under_reports(cpu_run):
+    reports = cpu_run["reports"]
+    assert len(list(reports.rglob("*"))) > 50
+    assert files_containing(reports, [RECIPE_SECRET, SETUP_SECRET]) == []
