@@ -21,28 +21,20 @@ import allure
 from dayzero import __version__, evidence
 from dayzero.checks import CheckResult
 from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
-from dayzero.checks.performance import Floor, check_floor, floors_for, summarize
+from dayzero.checks.performance import INVALID
 from dayzero.deploy import Deployment, run_client
 from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.goldens import Golden, load_golden, save_golden
 from dayzero.inventory import Host, Inventory
 from dayzero.lease import Lease, LeaseKeeper, acquire_all, release
 from dayzero.matrix import Cell, Matrix
+from dayzero.phases import Endpoint, run_all
 from dayzero.preflight import HostFacts, gather
 from dayzero.recipe import Recipe, hosts_needed, render
-from dayzero.redact import redact, redact_env
+from dayzero.redact import redact, redact_env, redact_tree
+from dayzero.report.allure_cell import attach_story, redact_file
 from dayzero.transport import Transport, open_transport
-
-PERF_PROMPTS = (
-    "The history of the printing press",
-    "Explain how a refrigerator works",
-    "Write a short story about a lighthouse keeper",
-    "Describe the water cycle to a child",
-    "List the steps to bake bread",
-    "Summarize the plot of a detective novel",
-    "Why do leaves change color in autumn",
-    "How do airplanes stay in the air",
-)
+from dayzero.workloads import suites_dir
 
 
 def now_iso() -> str:
@@ -204,34 +196,22 @@ def run_probes(ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: boo
     return checks
 
 
-def measure(ctx: RunContext, cell: Cell, dep: Deployment, floor: Floor, accelerators: int) -> CheckResult:
-    def requests(n: int) -> list[dict]:
-        return [
-            {
-                "id": f"r{i}",
-                "kind": "completion",
-                "prompt": PERF_PROMPTS[i % len(PERF_PROMPTS)],
-                "max_tokens": floor.max_tokens,
-                "extra": {"ignore_eos": True},
-            }
-            for i in range(n)
-        ]
-
-    warm = {
-        "action": "requests",
-        "url": dep.url,
-        "concurrency": floor.concurrency,
-        "requests": requests(floor.concurrency),
-    }
-    run_client(dep.endpoint_transport(), warm, timeout=600)
-    spec = {**warm, "requests": requests(max(floor.num_prompts, floor.concurrency))}
-    answer = run_client(dep.endpoint_transport(), spec, timeout=1800)
-    dep.check_alive()
-    save_records(ctx, cell, f"throughput-c{floor.concurrency}", answer)
-    summary = summarize(answer["records"], accelerators)
-    result = check_floor(floor, summary)
-    _attach_json(f"measured {floor.name}", {"summary": summary, "verdict": result.verdict})
-    return result
+def measure(
+    ctx: RunContext, cell: Cell, dep: Deployment, accelerators: int, checks: list[CheckResult]
+) -> list[CheckResult]:
+    """Performance floors, accuracy gate and speculative acceptance (`dayzero.phases`), appended
+    to `checks` as they are made; raw client answers are kept under records/<phase>.json."""
+    endpoint = Endpoint(
+        url=dep.url,
+        client=lambda spec, timeout: run_client(dep.endpoint_transport(), spec, timeout=timeout),
+        keep=lambda phase, answer: str(save_records(ctx, cell, phase, answer).relative_to(ctx.reports_dir)),
+        alive=dep.check_alive,
+        say=ctx.say,
+        attach=_attach_json,
+        step=allure.step,
+    )
+    suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
+    return run_all(ctx.matrix.card(cell), cell, endpoint, accelerators, suites, into=checks)
 
 
 def records_dir(ctx: RunContext, cell: Cell) -> Path:
@@ -320,13 +300,15 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
                 )
             else:
                 accelerators = sum(h.accelerators for h in hosts)
-                for floor in floors_for(card, cell):
-                    with allure.step(f"performance: {floor.name}"):
-                        checks.append(measure(ctx, cell, dep, floor, accelerators))
+                measure(ctx, cell, dep, accelerators, checks)
+                invalid = [c for c in checks if c.verdict == INVALID]
+                if invalid:  # the client, not the server, was the bottleneck: a lab fault
+                    raise InfrastructureError(f"{invalid[0].name}: {invalid[0].message}")
         finally:
             dep.stop()
             logs = dep.collect_logs(records_dir(ctx, cell) / "logs")
             for path in logs:
+                redact_file(path, ctx.inventory.secrets)  # a server may echo its environment
                 tail = redact(
                     "".join(path.read_text(errors="replace").splitlines(True)[-80:]), ctx.inventory.secrets
                 )
@@ -383,9 +365,11 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
         }
         if error:
             doc["error"] = error
+        doc = redact_tree(doc, ctx.inventory.secrets)  # an error text may quote a secret
         path = None if record_goldens else evidence.write(ctx.reports_dir, doc)
         if path:
             allure.attach.file(str(path), "evidence", allure.attachment_type.JSON)
+            attach_story(ctx, doc, path)
     return CellOutcome(cell, checks, verdict, path, error)
 
 

@@ -10,6 +10,7 @@ from dayzero.errors import ConfigError, DayzeroError
 from dayzero.inventory import Host, load_inventory
 from dayzero.matrix import Cell, Matrix, load_matrix
 from dayzero.recipe import hosts_needed, render
+from dayzero.submission import commands as submission_commands
 
 
 def _select(matrix: Matrix, args) -> list[Cell]:
@@ -149,8 +150,36 @@ def cmd_hosts_check(args) -> int:
 def cmd_acceptance(args) -> int:
     from dayzero.report.acceptance import write_acceptance
 
-    print(write_acceptance(load_matrix(args.matrix), Path(args.reports)))
+    print(write_acceptance(load_matrix(args.matrix), Path(args.reports), max_age_days=args.stale_after))
     return 0
+
+
+def cmd_report(args) -> int:
+    """Acceptance table and the single-file Allure 3 report, from what a run left in --reports."""
+    import time
+
+    from dayzero.report import allure_build
+    from dayzero.report.acceptance import write_acceptance
+
+    reports = Path(args.reports)
+    table = write_acceptance(load_matrix(args.matrix), reports, max_age_days=args.stale_after)
+    print(f"acceptance: {table} and {table.with_suffix('.html')}")
+    started = time.monotonic()
+    index = allure_build.build(
+        reports,
+        Path(args.output) if args.output else None,
+        history=Path(args.history) if args.history else None,
+        name=args.name,
+    )
+    size = index.stat().st_size / 2**20
+    print(f"report: {index} ({size:.1f} MiB, built in {time.monotonic() - started:.1f}s)")
+    return 0
+
+
+def cmd_nightly(args) -> int:
+    from dayzero.report.nightly import run_nightly
+
+    return run_nightly(args)
 
 
 def cmd_engine(args) -> int:
@@ -201,9 +230,45 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--hosts", default="hosts/local.yaml", help="inventory (default: hosts/local.yaml)")
     h.set_defaults(func=cmd_hosts_check)
 
-    p = sub.add_parser("acceptance", help="write reports/acceptance.md from evidence and the matrix")
+    p = sub.add_parser(
+        "acceptance", help="write reports/acceptance.md and .html from evidence and the matrix"
+    )
     p.add_argument("--reports", default="reports")
+    p.add_argument("--stale-after", type=float, default=30.0, help="days before evidence is Stale (30)")
     p.set_defaults(func=cmd_acceptance)
+
+    p = sub.add_parser(
+        "report", help="build the acceptance table and the single-file Allure 3 HTML report (with history)"
+    )
+    p.add_argument("--reports", default="reports", help="a run's reports dir (default: reports)")
+    p.add_argument("--output", help="report directory (default: <reports>/allure-report)")
+    p.add_argument("--history", help="Allure history file (default: <reports>/allure-history.jsonl)")
+    p.add_argument("--name", default="dayzero", help="report title")
+    p.add_argument("--stale-after", type=float, default=30.0, help="days before evidence is Stale (30)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "nightly",
+        help="run the matrix on an inventory (xdist), compare with the previous night, build the report",
+    )
+    p.add_argument("--hosts", default="hosts/local.yaml", help="inventory (default: hosts/local.yaml)")
+    p.add_argument("--matrix", dest="nightly_matrix", help="matrix directory (default: matrix)")
+    p.add_argument("--root", default="reports/nightly", help="nightly root (default: reports/nightly)")
+    p.add_argument("-m", dest="markers", default="", help="marker expression, e.g. b300 (default: all)")
+    p.add_argument("-n", dest="workers", default="auto", help="xdist workers (default: auto = host slots)")
+    p.add_argument("--band", type=float, default=10.0, help="default noise band in %% without spread (10)")
+    p.add_argument("--suites-root", default=".", help="where pytest runs: the repository (default: .)")
+    p.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    p.set_defaults(func=cmd_nightly)
+
+    p = sub.add_parser("submission", help="vendor submissions: pack, check, accept signed bundles")
+    submission_commands.add_commands(p)
+
+    from dayzero import importers
+
+    p = sub.add_parser("import", help="hold a sglang/vllm benchmark result against a cell's floors")
+    importers.add_arguments(p)
 
     p = sub.add_parser("engine", help="build llama-server and fetch the SmolLM2 model (cached)")
     p.add_argument("--print-paths", action="store_true")

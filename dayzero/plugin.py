@@ -7,6 +7,7 @@ matrix, so `pytest -m b300` works under `--strict-markers` on any machine.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -16,15 +17,18 @@ import pytest
 
 from dayzero.cellrun import NoHost, RunContext, candidate_hosts, new_run_id, now_iso, run_cell
 from dayzero.errors import ConfigError
+from dayzero.evidence import iter_evidence
 from dayzero.inventory import Inventory, load_inventory
 from dayzero.matrix import Cell, Matrix, load_matrix
 from dayzero.recipe import hosts_needed, render
 from dayzero.redact import redact
-from dayzero.report.acceptance import write_acceptance
+from dayzero.report import allure_cell, allure_env, nightly
+from dayzero.report.acceptance import DEFAULT_MAX_AGE_DAYS, write_acceptance
 
 MATRIX_KEY = pytest.StashKey[Matrix]()
 INVENTORY_KEY = pytest.StashKey[Inventory]()
 RUN_ID_KEY = pytest.StashKey[str]()
+STARTED_KEY = pytest.StashKey[str]()
 DEFAULTS = {
     "dayzero_hosts": "hosts/local.yaml",
     "dayzero_matrix": "matrix",
@@ -87,6 +91,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=1800.0,
         help="seconds a cell waits for a free matching host (default: 1800)",
     )
+    group.addoption(
+        "--baseline",
+        dest="dayzero_baseline",
+        default=None,
+        help="reports dir of a previous run (the previous night): a cell whose metrics got worse "
+        "beyond the noise band fails as a regression",
+    )
+    group.addoption(
+        "--regression-band",
+        dest="dayzero_regression_band",
+        type=float,
+        default=nightly.DEFAULT_BAND_PCT,
+        help="default noise band in %% when a metric has no recorded spread "
+        f"(default: {nightly.DEFAULT_BAND_PCT:g}; see dayzero.report.nightly)",
+    )
+    group.addoption(
+        "--stale-after",
+        dest="dayzero_stale_after",
+        type=float,
+        default=DEFAULT_MAX_AGE_DAYS,
+        help="days after which evidence is Stale in the acceptance table "
+        f"(default: {DEFAULT_MAX_AGE_DAYS:g})",
+    )
 
 
 def _path(config: pytest.Config, option: str) -> Path:
@@ -123,6 +150,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"dayzero: {exc}") from None
     config.stash[MATRIX_KEY] = matrix
     config.stash[INVENTORY_KEY] = inventory
+    config.stash[STARTED_KEY] = now_iso()
     for name, description in matrix.marker_names.items():
         config.addinivalue_line("markers", f"{name}: {description}")
     if _runs_suites(config) and not getattr(config.option, "allure_report_dir", None):
@@ -248,29 +276,73 @@ def pytest_configure_node(node) -> None:
 
 
 @pytest.fixture
-def run_cell_checked(dayzero_context: RunContext):
-    """Run a cell and turn its outcome into pytest's: skip, fail (product) or error (lab)."""
+def run_cell_checked(dayzero_context: RunContext, request: pytest.FixtureRequest):
+    """Run a cell and turn its outcome into pytest's: skip, fail (product) or error (lab).
+
+    Every failed or broken cell gets the Allure category label of why (lab fault, correctness,
+    performance floor, regression against `--baseline`).
+    """
 
     def run(cell: Cell):
-        allure.dynamic.epic(cell.model)
-        allure.dynamic.feature(cell.hardware)
-        allure.dynamic.story(cell.mode)
-        allure.dynamic.tag(cell.strategy, *cell.options)
-        allure.dynamic.parameter("cell", cell.id)
+        allure_cell.label_cell(cell, dayzero_context.matrix.card(cell))
         try:
             candidate_hosts(dayzero_context, cell)
         except NoHost as exc:
             pytest.skip(str(exc))
-        outcome = run_cell(dayzero_context, cell)
+        try:
+            outcome = run_cell(dayzero_context, cell)
+        except Exception:
+            allure_cell.label_failure(allure_cell.INFRASTRUCTURE)
+            raise
         if outcome.error:
+            allure_cell.label_failure(allure_cell.CORRECTNESS)
             pytest.fail(outcome.error, pytrace=False)
         failed = outcome.failed_checks
         if failed:
+            allure_cell.label_failure(allure_cell.failure_category(c.to_json() for c in failed))
             lines = [f"{c.name}: {c.message}" for c in failed]
             raise AssertionError(f"{cell.id}: {len(failed)} check(s) failed\n  " + "\n  ".join(lines))
+        _check_regressions(request.config, outcome)
         return outcome
 
     return run
+
+
+_BASELINES: dict[Path, dict[str, dict]] = {}
+
+
+def _check_regressions(config: pytest.Config, outcome) -> None:
+    """With `--baseline`, a cell whose metrics got worse than the baseline's beyond noise fails."""
+    given = config.getoption("dayzero_baseline")
+    if not given or outcome.evidence_path is None:
+        return
+    base = Path(config.invocation_params.dir) / given
+    if base not in _BASELINES:
+        _BASELINES[base] = nightly.latest_by_cell(base)
+    previous = _BASELINES[base].get(outcome.cell.id)
+    if previous is None:
+        return
+    current = json.loads(Path(outcome.evidence_path).read_text())
+    comparisons = nightly.compare_docs(previous, current, config.getoption("dayzero_regression_band"))
+    rows = [
+        {**c.__dict__, "regressed": c.regressed, "change_pct": round(c.change_pct, 2)}
+        for c in comparisons
+    ]
+    allure.attach(
+        json.dumps(rows, indent=2),
+        f"comparison with baseline run {previous['run']['id']}",
+        allure.attachment_type.JSON,
+    )
+    found = nightly.regressions(comparisons)
+    if found:
+        allure_cell.label_failure(allure_cell.REGRESSION)
+        lines = [c.describe() for c in found[:8]]
+        if len(found) > 8:
+            lines.append(f"... and {len(found) - 8} more (see the comparison attachment)")
+        raise AssertionError(
+            f"{outcome.cell.id}: regression against run {previous['run']['id']}: {len(found)} metric(s) "
+            "worse beyond the noise band\n  " + "\n  ".join(lines)
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -278,10 +350,45 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     skip = config.getoption("dayzero_dry_run") or config.option.collectonly
     if hasattr(config, "workerinput") or skip or MATRIX_KEY not in config.stash or not _runs_suites(config):
         return
+    reports = _path(config, "dayzero_reports")
     try:
-        path = write_acceptance(config.stash[MATRIX_KEY], _path(config, "dayzero_reports"))
+        path = write_acceptance(
+            config.stash[MATRIX_KEY], reports, max_age_days=config.getoption("dayzero_stale_after")
+        )
     except ConfigError as exc:
         path = f"not written: {exc}"
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is not None:
         tr.write_line(f"[dayzero] acceptance table: {path}")
+    _write_allure_extras(config, reports)
+
+
+def _write_allure_extras(config: pytest.Config, reports: Path) -> None:
+    """environment.properties, executor.json, categories.json for the run's Allure results."""
+    results = getattr(config.option, "allure_report_dir", None)
+    if not results:
+        return
+    started = config.stash.get(STARTED_KEY, "")
+    try:
+        docs = [
+            doc
+            for _, doc in iter_evidence(reports)
+            if doc["run"]["started"] >= started
+        ]
+    except ConfigError:
+        docs = []
+    facts = {
+        "inventory": str(_path(config, "dayzero_hosts")),
+        "matrix": str(_path(config, "dayzero_matrix")),
+        "markers": config.getoption("markexpr") or "",
+        "reports": str(reports),
+    }
+    run_ids = sorted({d["run"]["id"] for d in docs})
+    allure_env.write_results_extras(
+        Path(results),
+        ", ".join(run_ids) or "none",
+        facts,
+        docs,
+        config.stash[INVENTORY_KEY].secrets,
+        build_url=os.environ.get("DAYZERO_BUILD_URL", ""),
+    )

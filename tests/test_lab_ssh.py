@@ -1,0 +1,303 @@
+"""The lab path over real OpenSSH: cpu cells on loopback sshd hosts, in parallel, with faults.
+
+`dayzero.testbed` starts real `sshd` processes on 127.0.0.2.. (lab3 reachable only through lab1);
+the cells run the real llama-server on them through the paramiko transport. Each host binds its
+own loopback address, so the hosts' servers never share a port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dayzero import testbed
+from dayzero.cellrun import RunContext, new_run_id, run_cell
+from dayzero.engine import model_path, server_binary
+from dayzero.inventory import load_inventory
+from dayzero.matrix import load_matrix
+
+from .conftest import REPO, needs_engine, processes_matching
+
+pytestmark = [pytest.mark.e2e, needs_engine]
+
+
+@pytest.fixture(scope="module")
+def quick_matrix(tmp_path_factory) -> Path:
+    """The repository's matrix with a one-repetition protocol: the SSH path is under test here,
+    not this machine's speed (the real protocol runs in test_e2e_cpu)."""
+    from .submission_corpus.lab import relaxed_matrix
+
+    return relaxed_matrix(tmp_path_factory.mktemp("quick") / "matrix")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    bed = testbed.start(
+        3,
+        tmp_path_factory.mktemp("lab"),
+        port=2322,
+        engine_setup=f'export PATH="{server_binary().parent}:$PATH"',
+        variables={"model_root": str(model_path().parent)},
+    )
+    try:
+        yield bed
+    finally:
+        bed.stop()
+
+
+def inventory_with(bed, path: Path, cpu_hosts: set[str]) -> Path:
+    """The testbed inventory with only `cpu_hosts` offering hardware cpu (others stay as jumps)."""
+    data = yaml.safe_load(bed.inventory.read_text())
+    data["known_hosts"] = str(bed.known_hosts)
+    for name, host in data["hosts"].items():
+        if name not in cpu_hosts:
+            host["hardware"] = "h100"  # not a candidate for cpu cells; still usable as a jump host
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def servers_on(address: str) -> list[str]:
+    return processes_matching(f"--host {address} ")
+
+
+def evidence(reports: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((reports / "evidence").glob("*.json"))]
+
+
+def window(doc: dict) -> tuple[float, float]:
+    return (
+        datetime.fromisoformat(doc["run"]["started"]).timestamp(),
+        datetime.fromisoformat(doc["run"]["finished"]).timestamp(),
+    )
+
+
+def pytest_cmd(matrix: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", f"--matrix={matrix}", *args]
+
+
+def test_cpu_cells_over_ssh_in_parallel_on_two_hosts(lab, quick_matrix, tmp_path):
+    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
+    reports = tmp_path / "reports"
+    result = subprocess.run(
+        pytest_cmd(quick_matrix, "-m", "cpu", "-n", "2", f"--hosts={inv}", f"--reports={reports}", "-rA"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+    docs = evidence(reports)
+    assert len(docs) == 4 and all(d["verdict"] == "passed" for d in docs)
+    used = {d["hosts"][0]["name"] for d in docs}
+    assert used == {"lab1", "lab2"}
+    for d in docs:
+        (launch,) = d["recipe"]["launches"]
+        assert launch["host"] == d["hosts"][0]["name"], "the server ran on the host that leased it"
+        address = lab.host(launch["host"]).address
+        assert f"--host {address}" in launch["command"]
+    by_host = {h: [window(d) for d in docs if d["hosts"][0]["name"] == h] for h in used}
+    overlap = any(a0 < b1 and b0 < a1 for a0, a1 in by_host["lab1"] for b0, b1 in by_host["lab2"])
+    assert overlap, "both hosts were busy at once"
+    for h in used:  # one host never ran two cells at once
+        spans = sorted(by_host[h])
+        assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1))
+    assert not servers_on("127.0.0.2") and not servers_on("127.0.0.3")
+
+
+def test_hidden_host_behind_the_jump_host(lab, quick_matrix, tmp_path):
+    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab3"})
+    reports = tmp_path / "reports"
+    result = subprocess.run(
+        pytest_cmd(
+            quick_matrix, "-m", "cpu and low_latency and baseline", f"--hosts={inv}", f"--reports={reports}"
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+    (doc,) = evidence(reports)
+    assert doc["verdict"] == "passed" and doc["hosts"][0]["name"] == "lab3"
+    assert not servers_on(lab.host("lab3").address)
+
+
+def _context(matrix_dir: Path, inv: Path, reports: Path, say) -> RunContext:
+    matrix = load_matrix(matrix_dir)
+    return RunContext(
+        matrix,
+        load_inventory(inv, set(matrix.hardware)),
+        reports,
+        REPO / "suites" / "goldens",
+        new_run_id(),
+        lease_wait=120,
+        heartbeat_timeout=10,
+        say=say,
+    )
+
+
+def test_server_dies_mid_benchmark_is_a_failure_with_its_log(lab, quick_matrix, tmp_path):
+    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab2"})
+    pgid = {}
+
+    def say(message: str) -> None:
+        if m := re.search(r"pgid (\d+)", message):
+            pgid["server"] = int(m.group(1))
+        if message.startswith("ready after"):  # kill it once probes and measurement are under way
+            threading.Timer(2.0, os.killpg, (pgid["server"], signal.SIGKILL)).start()
+
+    ctx = _context(quick_matrix, inv, tmp_path / "reports", say)
+    try:
+        outcome = run_cell(ctx, ctx.matrix.cell("smollm2-135m/cpu/high_throughput/baseline"))
+    finally:
+        ctx.close()
+    assert outcome.verdict == "failed"
+    assert "server[0] on lab2 died" in outcome.error and "server log tail" in outcome.error
+    doc = json.loads(outcome.evidence_path.read_text())
+    assert doc["verdict"] == "failed" and doc["logs"], "log kept"
+
+
+def test_sshd_killed_mid_cell_is_broken_others_finish_nothing_lost(lab, quick_matrix, tmp_path):
+    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen(
+        pytest_cmd(
+            quick_matrix,
+            "-m",
+            "cpu",
+            "-n",
+            "2",
+            f"--hosts={inv}",
+            f"--reports={reports}",
+            "--heartbeat-timeout=10",
+            "--lease-wait=300",
+        ),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    victim = None
+    try:
+        deadline = time.monotonic() + 600
+        while victim is None and time.monotonic() < deadline:
+            for log in reports.glob("runs/*/progress.log"):
+                if m := re.search(r"\[(gw\d)\] started server\[0\] on lab2", log.read_text()):
+                    victim = m.group(1)
+            time.sleep(0.2)
+        assert victim, "no cell started on lab2"
+        # wait until that cell has measured something (its probe records), then cut lab2 off
+        deadline = time.monotonic() + 300
+        while not list(reports.glob("runs/*/*/records/probes.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        lab.kill_connections("lab2")
+        os.kill(lab.pid("lab2"), signal.SIGSTOP)  # the host stays unreachable: no reconnect
+        out, _ = proc.communicate(timeout=1500)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.kill(lab.pid("lab2"), signal.SIGCONT)
+    docs = evidence(reports)
+    broken = [d for d in docs if d["verdict"] == "broken"]
+    assert len(broken) == 1 and broken[0]["hosts"][0]["name"] == "lab2", out[-3000:]
+    assert broken[0]["checks"], "checks measured before the fault are kept"
+    for rel in broken[0]["records"]:
+        assert (reports / rel).exists()
+    passed = {d["cell"] for d in docs if d["verdict"] == "passed"}
+    assert len(passed) == 3 and broken[0]["cell"] not in passed, "the other cells finished"
+    assert "1 failed, 3 passed" in out
+    deadline = time.monotonic() + 60  # lab2's server is killed by its own watchdog (stale lease)
+    while servers_on(lab.host("lab2").address) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not servers_on(lab.host("lab2").address)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_a_parallel_run_leaves_nothing_on_any_host(lab, quick_matrix, tmp_path, sig):
+    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen(
+        pytest_cmd(
+            quick_matrix,
+            "-m",
+            "cpu",
+            "-n",
+            "2",
+            f"--hosts={inv}",
+            f"--reports={reports}",
+            "--heartbeat-timeout=10",
+        ),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            logs = list((reports / "runs").glob("*/progress.log"))
+            if logs and len(re.findall(r"ready after", logs[0].read_text())) >= 2:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the two cells never became ready")
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)  # a terminal's Ctrl-C reaches pytest and its xdist workers
+        else:
+            proc.send_signal(sig)  # a scheduler's SIGTERM reaches the controller only
+        proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    for address in ("127.0.0.2", "127.0.0.3"):
+        deadline = time.monotonic() + 60  # SIGTERM: workers may die hard; watchdogs act after the ttl
+        while servers_on(address) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert not servers_on(address), f"server left on {address} after {sig.name}"
+    for host in ("lab1", "lab2"):
+        leases = Path(yaml.safe_load(inv.read_text())["hosts"][host]["workdir"]) / "leases"
+        deadline = time.monotonic() + 200  # a hard-killed worker's lease goes stale after its ttl
+        while live_leases(leases) and time.monotonic() < deadline:
+            time.sleep(2)
+        assert not live_leases(leases), f"live lease left on {host}"
+
+
+def live_leases(leases: Path) -> list[Path]:
+    """Leases still held: released ones are gone, stale ones (untouched past their ttl) are free."""
+    live = []
+    for owner in leases.glob("slot-*/owner.json"):
+        if time.time() - owner.stat().st_mtime <= json.loads(owner.read_text())["ttl"]:
+            live.append(owner.parent)
+    return live
+
+
+def test_two_concurrent_runs_never_share_a_host(lab, quick_matrix, tmp_path):
+    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1"})
+    runs = [tmp_path / "a", tmp_path / "b"]
+    procs = [
+        subprocess.Popen(
+            pytest_cmd(quick_matrix, "-m", "cpu and low_latency", f"--hosts={inv}", f"--reports={r}"),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in runs
+    ]
+    outs = [p.communicate(timeout=1500)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    spans = sorted(window(d) for r in runs for d in evidence(r))
+    assert len(spans) == 4
+    assert all(spans[i][1] <= spans[i + 1][0] for i in range(3)), f"overlapping cells on lab1: {spans}"
