@@ -152,7 +152,7 @@ def check_workload(s: Subject, ref: Reference) -> list[Finding]:
             workload = view.floor_workload(floor)
             n = view.protocol.num_prompts(floor.concurrency, floor.num_prompts)
             for rep, rel, answer in repetitions(view, floor):
-                want = expected_requests(workload.requests(n, rep))
+                want = expected_requests(workload.requests(n, rep, salt=floor.concurrency))
                 got = [(r["id"], r.get("max_tokens")) for r in answer["records"]]
                 if sorted(got, key=str) != sorted(want, key=str):
                     out.append(
