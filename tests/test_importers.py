@@ -7,6 +7,7 @@ per run to --output-file (JSON lines); `vllm bench serve --save-result` writes o
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -162,7 +163,7 @@ def test_cli_import_prints_verdicts_and_exit_status(tmp_path, capsys):
     assert code == 0 and json.loads(out.read_text())["checks"][0]["verdict"] == "passed"
     path.write_text(json.dumps({**VLLM_RUN, "output_throughput": 2.0}))
     assert main(["--matrix", str(ROOT / "matrix"), "import", str(path), "--cell", cell]) == 1
-    assert (
-        "FAILED  floor:output_throughput@random-64-32/c1: output_throughput median 2 in 1 run < min 15"
-        in (capsys.readouterr().out)
+    assert re.search(  # the bound is the card's, whatever it is today
+        r"FAILED  floor:output_throughput@random-64-32/c1: output_throughput median 2 in 1 run < min \d+",
+        capsys.readouterr().out,
     )
