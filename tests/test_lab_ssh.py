@@ -30,6 +30,10 @@ from dayzero.matrix import load_matrix
 from .conftest import REPO, needs_engine, processes_matching
 
 pytestmark = [pytest.mark.e2e, needs_engine]
+UNVERIFIED = pytest.mark.skip(
+    reason="not yet seen green: written this session, then the 2-core machine was saturated by other "
+    "engineers' runs (1-2 tok/s) and these fault runs did not finish before the stop; see issue 3's note"
+)
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +151,7 @@ def _context(matrix_dir: Path, inv: Path, reports: Path, say) -> RunContext:
     )
 
 
+@UNVERIFIED
 def test_server_dies_mid_benchmark_is_a_failure_with_its_log(lab, quick_matrix, tmp_path):
     inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab2"})
     pgid = {}
@@ -168,6 +173,7 @@ def test_server_dies_mid_benchmark_is_a_failure_with_its_log(lab, quick_matrix, 
     assert doc["verdict"] == "failed" and doc["logs"], "log kept"
 
 
+@UNVERIFIED
 def test_sshd_killed_mid_cell_is_broken_others_finish_nothing_lost(lab, quick_matrix, tmp_path):
     inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
     reports = tmp_path / "reports"
@@ -223,6 +229,7 @@ def test_sshd_killed_mid_cell_is_broken_others_finish_nothing_lost(lab, quick_ma
     assert not servers_on(lab.host("lab2").address)
 
 
+@UNVERIFIED
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupting_a_parallel_run_leaves_nothing_on_any_host(lab, quick_matrix, tmp_path, sig):
     inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
@@ -283,6 +290,7 @@ def live_leases(leases: Path) -> list[Path]:
     return live
 
 
+@UNVERIFIED
 def test_two_concurrent_runs_never_share_a_host(lab, quick_matrix, tmp_path):
     inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1"})
     runs = [tmp_path / "a", tmp_path / "b"]
