@@ -170,28 +170,30 @@ def ensure_tokenizer() -> None:
     )
 
 
-def aiperf(url: str, concurrency: int, n: int, max_tokens: int, work: Path, warmup: int = 0) -> dict:
+def aiperf_argv(
+    url: str, concurrency: int, n: int, max_tokens: int, work: Path, warmup: int = 0
+) -> list[str]:
     work.mkdir(parents=True, exist_ok=True)
     prompts = work / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"text": PROMPTS[i % len(PROMPTS)]}) + "\n" for i in range(n)))
-    out = work / "out"
-    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(work / "out", ignore_errors=True)
     argv = [
         str(AIPERF), "profile", "--model", "smollm2", "--url", url, "--endpoint-type", "chat", "--streaming",
         "--tokenizer", str(TOKENIZER), "--use-server-token-count", "--input-file", str(prompts),
         "--custom-dataset-type", "single_turn", "--dataset-sampling-strategy", "sequential",
         "--concurrency", str(concurrency), "--request-count", str(n),
         "--extra-inputs", f"max_tokens:{max_tokens}", "--extra-inputs", "ignore_eos:true",
-        "--extra-inputs", "temperature:0", "--output-artifact-dir", str(out), "--ui", "none",
+        "--extra-inputs", "temperature:0", "--output-artifact-dir", str(work / "out"), "--ui", "none",
     ]  # fmt: skip
     if warmup:
         argv += ["--warmup-request-count", str(warmup)]
-    cpu0 = children_cpu()
-    p = subprocess.run(argv, capture_output=True, timeout=1800, cwd=work)
-    cpu = children_cpu() - cpu0
-    summary_file = out / "profile_export_aiperf.json"
-    if p.returncode or not summary_file.exists():
-        raise RuntimeError(f"aiperf failed: {p.stdout.decode()[-1500:]}")
+    return argv
+
+
+def aiperf_result(work: Path, cpu: float, log: str = "") -> dict:
+    summary_file = work / "out" / "profile_export_aiperf.json"
+    if not summary_file.exists():
+        raise RuntimeError(f"aiperf failed: {log[-1500:]}")
     d = json.loads(summary_file.read_text())
     itl = d.get("inter_token_latency") or {}
     return {
@@ -203,6 +205,29 @@ def aiperf(url: str, concurrency: int, n: int, max_tokens: int, work: Path, warm
         "failed": (d.get("error_summary") and len(d["error_summary"])) or 0,
         "cpu_s": round(cpu, 3),
     }
+
+
+def aiperf(url: str, concurrency: int, n: int, max_tokens: int, work: Path, warmup: int = 0) -> dict:
+    cpu0 = children_cpu()
+    p = subprocess.run(
+        aiperf_argv(url, concurrency, n, max_tokens, work, warmup),
+        capture_output=True,
+        timeout=1800,
+        cwd=work,
+    )
+    return aiperf_result(work, children_cpu() - cpu0, p.stdout.decode(errors="replace"))
+
+
+def requests_processing(port: int) -> float:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0
+    for line in text.splitlines():
+        if line.startswith("llamacpp:requests_processing "):
+            return float(line.split()[1])
+    return 0.0
 
 
 # --- sections ------------------------------------------------------------------------------------
@@ -246,26 +271,61 @@ def added_latency(log_dir: Path, peer: bool, ttft_s: float = 0.05, itl_s: float 
 
 
 def agreement(
-    log_dir: Path, peer: bool, rounds: int, concurrency: int = 4, n: int = 20, max_tokens: int = 32
+    log_dir: Path, peer: bool, rounds: int, slots: int = 4, n: int = 24, max_tokens: int = 32
 ) -> dict:
-    """Alternate rounds of each client on one llama-server, so drift hits both alike."""
+    """Both clients at once on one llama-server, each with half the slots, same prompts and lengths.
+
+    On a shared machine the server's speed drifts by minutes-long factors of 2 or more, so
+    clients measured one after the other disagree for reasons that are not theirs. Running them
+    concurrently, each keeping slots/2 requests in flight, puts both in the same window on the same
+    server: a client that measures well agrees with the other one. The peer starts first (its
+    start-up takes seconds); ours starts as soon as the server sees the peer's first request.
+    """
     argv = [
         str(LLAMA), "--model", str(MODEL), "--host", "127.0.0.1", "--port", str(LLAMA_PORT), "--ctx-size", "4096",
-        "--threads", "2", "--parallel", str(concurrency), "--cont-batching", "--no-webui", "--seed", "0",
+        "--threads", "2", "--parallel", str(slots), "--cont-batching", "--no-webui", "--seed", "0", "--metrics",
     ]  # fmt: skip
+    half = slots // 2
     rows = []
     with server(argv, LLAMA_PORT, log_dir / "llama-server.log"):
         url = f"http://127.0.0.1:{LLAMA_PORT}"
-        ours(url, concurrency, concurrency, max_tokens)  # warm the server once, outside the rounds
+        ours(url, slots, slots, max_tokens)  # warm the server once, outside the rounds
         for k in range(rounds):
-            r = ours(url, concurrency, n, max_tokens, warmup=concurrency)
-            r.update(round=k)
-            rows.append(r)
-            if peer:
-                r = aiperf(url, concurrency, n, max_tokens, log_dir / f"aiperf-llama-{k}", warmup=concurrency)
+            if not peer:
+                r = ours(url, half, n, max_tokens)
                 r.update(round=k)
                 rows.append(r)
-    out: dict = {"concurrency": concurrency, "requests": n, "max_tokens": max_tokens, "rows": rows}
+                continue
+            work = log_dir / f"aiperf-llama-{k}"
+            proc = subprocess.Popen(
+                aiperf_argv(url, half, n, max_tokens, work),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=work,
+            )
+            try:
+                t0 = time.monotonic()
+                while requests_processing(LLAMA_PORT) < 1 and proc.poll() is None:
+                    if time.monotonic() - t0 > 300:
+                        raise RuntimeError("aiperf sent no request within 300 s")
+                    time.sleep(0.05)
+                mine = ours(url, half, n, max_tokens)
+                log, _ = proc.communicate(timeout=1800)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            theirs = aiperf_result(work, float("nan"), log.decode(errors="replace"))
+            for r in (mine, theirs):
+                r.update(round=k)
+                rows.append(r)
+    out: dict = {
+        "slots": slots,
+        "concurrency_each": half,
+        "requests": n,
+        "max_tokens": max_tokens,
+        "rows": rows,
+    }
     for client in ("dayzero", "aiperf"):
         mine = [r for r in rows if r["client"] == client]
         if mine:
@@ -275,31 +335,37 @@ def agreement(
             }
     if "aiperf" in out:
         out["ratio"] = {k: round(out["dayzero"][k] / out["aiperf"][k], 4) for k in out["dayzero"]}
+        out["ratio_per_round"] = [
+            {key: round(a[key] / b[key], 4) for key in ("output_throughput", "median_ttft_ms")}
+            for a, b in zip(rows[0::2], rows[1::2], strict=True)
+        ]
     return out
 
 
 def markdown(result: dict) -> str:
     lines = [f"## loadgen bench, {result['date']} ({result['machine']})", ""]
-    c = result["ceiling"]["rows"]
-    lines += [
-        "### Ceiling: flooding stub (c32, 2000-token streams)",
-        "",
-        "| client | config | tok/s (wall) | client CPU s | tok per CPU-s | flagged saturated |",
-        "|---|---|---|---|---|---|",
-    ]
+    c = (result.get("ceiling") or {}).get("rows", [])
+    if c:
+        lines += [
+            "### Ceiling: flooding stub (c32, 2000-token streams)",
+            "",
+            "| client | config | tok/s (wall) | client CPU s | tok per CPU-s | flagged saturated |",
+            "|---|---|---|---|---|---|",
+        ]
     for r in c:
         flagged = "yes" if r.get("saturated") else ("no" if "saturated" in r else "n/a")
         lines.append(
             f"| {r['client']} | {r['config']} | {r['output_throughput']:.0f} | {r['cpu_s']} | {r['tokens_per_cpu_s']} | {flagged} |"
         )
-    a = result["added_latency"]
-    lines += [
-        "",
-        f"### Added latency: stub with TTFT {a['stub_ttft_ms']:g} ms, {a['stub_itl_ms']:g} ms between tokens",
-        "",
-        "| client | concurrency | median TTFT ms | added TTFT ms | median ITL ms | added ITL ms | flagged saturated |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    a = result.get("added_latency") or {"rows": []}
+    if a["rows"]:
+        lines += [
+            "",
+            f"### Added latency: stub with TTFT {a['stub_ttft_ms']:g} ms, {a['stub_itl_ms']:g} ms between tokens",
+            "",
+            "| client | concurrency | median TTFT ms | added TTFT ms | median ITL ms | added ITL ms | flagged saturated |",
+            "|---|---|---|---|---|---|---|",
+        ]
     for r in a["rows"]:
         flagged = "yes" if r.get("saturated") else ("no" if "saturated" in r else "n/a")
         lines.append(
@@ -309,7 +375,7 @@ def markdown(result: dict) -> str:
     if g:
         lines += [
             "",
-            f"### Agreement on llama-server (SmolLM2-135M, --parallel {g['concurrency']}, {g['requests']} chat requests x {g['max_tokens']} tokens, alternating rounds)",
+            f"### Agreement on llama-server (SmolLM2-135M, --parallel {g['slots']}; both clients at once, {g['concurrency_each']} in flight each, {g['requests']} chat requests x {g['max_tokens']} tokens each)",
             "",
             "| round | client | output tok/s | median TTFT ms |",
             "|---|---|---|---|",
@@ -324,9 +390,12 @@ def markdown(result: dict) -> str:
                     f"| median | {client} | {g[client]['output_throughput']:.2f} | {g[client]['median_ttft_ms']:.1f} |"
                 )
         if "ratio" in g:
+            per_round = ", ".join(
+                f"{r['output_throughput']:.3f} / {r['median_ttft_ms']:.3f}" for r in g["ratio_per_round"]
+            )
             lines += [
                 "",
-                f"dayzero / aiperf: output throughput {g['ratio']['output_throughput']:.3f}, median TTFT {g['ratio']['median_ttft_ms']:.3f}",
+                f"dayzero / aiperf, medians over rounds: output throughput {g['ratio']['output_throughput']:.3f}, median TTFT {g['ratio']['median_ttft_ms']:.3f} (per round, throughput / TTFT: {per_round})",
             ]
     return "\n".join(lines) + "\n"
 
@@ -335,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-llama", action="store_true", help="stub sections only")
+    parser.add_argument("--only", choices=["ceiling", "latency", "agreement"], help="run one section")
+    parser.add_argument(
+        "--slots", type=int, default=4, help="llama-server slots; each client keeps half in flight"
+    )
+    parser.add_argument("--requests", type=int, default=24, help="requests per client per agreement round")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "loadgen.json")
     args = parser.parse_args(argv)
     peer = peer_available()
@@ -348,11 +422,13 @@ def main(argv: list[str] | None = None) -> int:
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "machine": f"{os.cpu_count()} cores, python {sys.version.split()[0]}",
             "load_average_at_start": os.getloadavg(),
-            "ceiling": ceiling(log_dir, peer),
-            "added_latency": added_latency(log_dir, peer),
         }
-        if not args.skip_llama:
-            result["agreement"] = agreement(log_dir, peer, args.rounds)
+        if args.only in (None, "ceiling"):
+            result["ceiling"] = ceiling(log_dir, peer)
+        if args.only in (None, "latency"):
+            result["added_latency"] = added_latency(log_dir, peer)
+        if args.only in (None, "agreement") and not args.skip_llama:
+            result["agreement"] = agreement(log_dir, peer, args.rounds, args.slots, args.requests)
         result["load_average_at_end"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
