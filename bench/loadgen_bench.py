@@ -10,8 +10,9 @@ model's GGUF since the hub is not reachable). Without it the peer columns are sk
 Servers: the stub (dayzero.loadgen.stub, port 19010) streams pre-rendered tokens, so with no
 delay it is faster than any client and measures the client's ceiling; with a fixed TTFT and
 inter-token delay it is the ground truth for the latency a client adds. llama-server (port
-19020, --parallel 4) is the real server both clients measure in alternating rounds. Every
-server started here is killed on the way out. Speeds are machine-dependent: read ratios.
+19020, pinned to CPU 0, prompt cache off) is the real server both clients measure in
+alternating rounds (`agreement` says why each of those choices). Every server started here is
+killed on the way out. Speeds are machine-dependent: read ratios.
 """
 
 # ruff: noqa: E501 - markdown table rows read best on one line
@@ -46,6 +47,9 @@ AIPERF = BENCH_VENV / "bin" / "aiperf"
 MODEL = cache_root() / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 LLAMA = cache_root() / "llama.cpp" / "0.3.36" / "bin" / "llama-server"
 TOKENIZER = cache_root() / "tokenizers" / "smollm2-135m"
+# Every request does its whole prefill: llama-server otherwise serves prompts it has seen (in a
+# slot or its RAM prompt cache) from cache, and which ones it has seen depends on what ran before.
+EXTRA = {"ignore_eos": True, "cache_prompt": False}
 PROMPTS = [
     json.loads(x)["prompt"] for x in (ROOT / "suites/workloads/prompts/prose.jsonl").read_text().splitlines()
 ]
@@ -57,10 +61,14 @@ def children_cpu() -> float:
 
 
 @contextlib.contextmanager
-def server(argv: list[str], port: int, log: Path, ready_path: str = "/health", deadline: float = 120):
+def server(
+    argv: list[str], port: int, log: Path, ready_path: str = "/health", deadline: float = 120, preexec=None
+):
     """Start a server in its own process group; wait for 200 on ready_path; kill the group after."""
     with open(log, "w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec
+        )
     try:
         t0 = time.monotonic()
         while True:
@@ -112,7 +120,7 @@ def ours(url: str, concurrency: int, n: int, max_tokens: int, processes: int = 1
                 "kind": "chat",
                 "prompt": PROMPTS[(i + offset) % len(PROMPTS)],
                 "max_tokens": max_tokens,
-                "extra": {"ignore_eos": True},
+                "extra": dict(EXTRA),
             }
             for i in range(k)
         ]
@@ -182,7 +190,8 @@ def aiperf_argv(
         "--tokenizer", str(TOKENIZER), "--use-server-token-count", "--input-file", str(prompts),
         "--custom-dataset-type", "single_turn", "--dataset-sampling-strategy", "sequential",
         "--concurrency", str(concurrency), "--request-count", str(n),
-        "--extra-inputs", f"max_tokens:{max_tokens}", "--extra-inputs", "ignore_eos:true",
+        "--extra-inputs", f"max_tokens:{max_tokens}",
+        *(a for k, v in EXTRA.items() for a in ("--extra-inputs", f"{k}:{json.dumps(v)}")),
         "--extra-inputs", "temperature:0", "--output-artifact-dir", str(work / "out"), "--ui", "none",
     ]  # fmt: skip
     if warmup:
@@ -218,16 +227,39 @@ def aiperf(url: str, concurrency: int, n: int, max_tokens: int, work: Path, warm
     return aiperf_result(work, children_cpu() - cpu0, p.stdout.decode(errors="replace"))
 
 
-def requests_processing(port: int) -> float:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return 0.0
+def server_metrics(port: int) -> dict[str, float]:
+    """llama-server's own counters (`--metrics`), to tell a slower server from a client that measures it."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
     for line in text.splitlines():
-        if line.startswith("llamacpp:requests_processing "):
-            return float(line.split()[1])
-    return 0.0
+        if line.startswith("llamacpp:"):
+            name, value = line.split()
+            out[name.removeprefix("llamacpp:")] = float(value)
+    return out
+
+
+def server_speed(before: dict, after: dict) -> dict:
+    """Server-side ms per prompt token and per output token over one round (meaningful at c1)."""
+
+    def per(seconds: str, tokens: str) -> float:
+        n = after[tokens] - before[tokens]
+        return round((after[seconds] - before[seconds]) * 1000 / n, 3) if n else float("nan")
+
+    return {
+        "server_prompt_ms_per_token": per("prompt_seconds_total", "prompt_tokens_total"),
+        "server_ms_per_output_token": per("tokens_predicted_seconds_total", "tokens_predicted_total"),
+    }
+
+
+def pin(cpus: set[int]):
+    """preexec_fn that pins a child to `cpus` (no-op where affinity is not supported)."""
+
+    def apply() -> None:
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setaffinity(0, cpus)
+
+    return apply
 
 
 # --- sections ------------------------------------------------------------------------------------
@@ -271,74 +303,69 @@ def added_latency(log_dir: Path, peer: bool, ttft_s: float = 0.05, itl_s: float 
 
 
 def agreement(
-    log_dir: Path, peer: bool, rounds: int, slots: int = 4, n: int = 24, max_tokens: int = 32
+    log_dir: Path, peer: bool, rounds: int, concurrency: int = 1, n: int = 16, max_tokens: int = 32
 ) -> dict:
-    """Both clients at once on one llama-server, each with half the slots, same prompts and lengths.
+    """Both clients measure one llama-server in alternating rounds, same prompts and lengths.
 
-    On a shared machine the server's speed drifts by minutes-long factors of 2 or more, so
-    clients measured one after the other disagree for reasons that are not theirs. Running them
-    concurrently, each keeping slots/2 requests in flight, puts both in the same window on the same
-    server: a client that measures well agrees with the other one. The peer starts first (its
-    start-up takes seconds); ours starts as soon as the server sees the peer's first request.
+    Three things make two clients disagree for reasons that are not theirs, and are removed here:
+    - a client sharing the server's cores slows the server (aiperf's processes did, 40x at c1 on
+      2 cores): the server gets CPU 0 with one thread, the clients the other CPUs;
+    - llama-server serves prompts it has seen from its slot and RAM prompt caches, and which ones
+      it has seen depends on the previous round: every request carries `cache_prompt: false`;
+    - at concurrency > 1 TTFT depends on how arrivals line up with other requests' prefill (a
+      closed-loop client that resends at once lines them up; one with scheduling jitter does not):
+      TTFT is compared at concurrency 1, throughput at any.
+    The server's own counters are read around each round, so a round where the server itself ran
+    slower is told apart from a client that measures differently.
     """
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    pinned = len(cpus) >= 2
+    threads = 1 if pinned else 2
     argv = [
         str(LLAMA), "--model", str(MODEL), "--host", "127.0.0.1", "--port", str(LLAMA_PORT), "--ctx-size", "4096",
-        "--threads", "2", "--parallel", str(slots), "--cont-batching", "--no-webui", "--seed", "0", "--metrics",
+        "--threads", str(threads), "--parallel", str(max(1, concurrency)), "--cont-batching", "--no-webui",
+        "--seed", "0", "--metrics",
     ]  # fmt: skip
-    half = slots // 2
     rows = []
-    with server(argv, LLAMA_PORT, log_dir / "llama-server.log"):
-        url = f"http://127.0.0.1:{LLAMA_PORT}"
-        ours(url, slots, slots, max_tokens)  # warm the server once, outside the rounds
-        for k in range(rounds):
-            if not peer:
-                r = ours(url, half, n, max_tokens)
-                r.update(round=k)
-                rows.append(r)
-                continue
-            work = log_dir / f"aiperf-llama-{k}"
-            proc = subprocess.Popen(
-                aiperf_argv(url, half, n, max_tokens, work),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=work,
-            )
-            try:
-                t0 = time.monotonic()
-                while requests_processing(LLAMA_PORT) < 1 and proc.poll() is None:
-                    if time.monotonic() - t0 > 300:
-                        raise RuntimeError("aiperf sent no request within 300 s")
-                    time.sleep(0.05)
-                mine = ours(url, half, n, max_tokens)
-                log, _ = proc.communicate(timeout=1800)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            theirs = aiperf_result(work, float("nan"), log.decode(errors="replace"))
-            for r in (mine, theirs):
-                r.update(round=k)
-                rows.append(r)
+    mine_cpus = set(cpus[1:]) if pinned else None
+    with server(argv, LLAMA_PORT, log_dir / "llama-server.log", preexec=pin({cpus[0]}) if pinned else None):
+        if mine_cpus:
+            os.sched_setaffinity(0, mine_cpus)  # our client and the peer inherit this
+        try:
+            url = f"http://127.0.0.1:{LLAMA_PORT}"
+            ours(url, concurrency, max(4, concurrency), max_tokens)  # warm the server once
+            for k in range(rounds):
+                clients = [("dayzero", lambda: ours(url, concurrency, n, max_tokens, warmup=concurrency))]
+                if peer:
+                    work = log_dir / f"aiperf-llama-{k}"
+                    clients.append(
+                        (
+                            "aiperf",
+                            lambda w=work: aiperf(url, concurrency, n, max_tokens, w, warmup=concurrency),
+                        )
+                    )
+                for _, measure in clients:
+                    before = server_metrics(LLAMA_PORT)
+                    r = measure()
+                    r.update(round=k, **server_speed(before, server_metrics(LLAMA_PORT)))
+                    rows.append(r)
+        finally:
+            if mine_cpus:
+                os.sched_setaffinity(0, set(cpus))
+    keys = ("output_throughput", "median_ttft_ms", "median_itl_ms", "server_ms_per_output_token")
     out: dict = {
-        "slots": slots,
-        "concurrency_each": half,
+        "concurrency": concurrency,
         "requests": n,
         "max_tokens": max_tokens,
+        "server_cpu": cpus[0] if pinned else "shared",
         "rows": rows,
     }
     for client in ("dayzero", "aiperf"):
         mine = [r for r in rows if r["client"] == client]
         if mine:
-            out[client] = {
-                "output_throughput": statistics.median(r["output_throughput"] for r in mine),
-                "median_ttft_ms": statistics.median(r["median_ttft_ms"] for r in mine),
-            }
+            out[client] = {k: statistics.median(r[k] for r in mine) for k in keys}
     if "aiperf" in out:
-        out["ratio"] = {k: round(out["dayzero"][k] / out["aiperf"][k], 4) for k in out["dayzero"]}
-        out["ratio_per_round"] = [
-            {key: round(a[key] / b[key], 4) for key in ("output_throughput", "median_ttft_ms")}
-            for a, b in zip(rows[0::2], rows[1::2], strict=True)
-        ]
+        out["ratio"] = {k: round(out["dayzero"][k] / out["aiperf"][k], 4) for k in keys}
     return out
 
 
@@ -371,32 +398,30 @@ def markdown(result: dict) -> str:
         lines.append(
             f"| {r['client']} | {r['config']} | {r['median_ttft_ms']} | {r['added_ttft_ms']} | {r['median_itl_ms']} | {r['added_itl_ms']} | {flagged} |"
         )
-    g = result.get("agreement")
-    if g:
+    for g in result.get("agreement") or ():
         lines += [
             "",
-            f"### Agreement on llama-server (SmolLM2-135M, --parallel {g['slots']}; both clients at once, {g['concurrency_each']} in flight each, {g['requests']} chat requests x {g['max_tokens']} tokens each)",
+            f"### Agreement on llama-server (SmolLM2-135M on CPU {g['server_cpu']}, concurrency {g['concurrency']}, "
+            f"{g['requests']} chat requests x {g['max_tokens']} tokens, no prompt cache; rounds alternate)",
             "",
-            "| round | client | output tok/s | median TTFT ms |",
-            "|---|---|---|---|",
+            "| round | client | output tok/s | median TTFT ms | median ITL ms | server ms per output token |",
+            "|---|---|---|---|---|---|",
         ]
         for r in g["rows"]:
             lines.append(
-                f"| {r['round']} | {r['client']} | {r['output_throughput']:.2f} | {r['median_ttft_ms']:.1f} |"
+                f"| {r['round']} | {r['client']} | {r['output_throughput']:.2f} | {r['median_ttft_ms']:.1f} | {r['median_itl_ms']:.2f} | {r['server_ms_per_output_token']:.3f} |"
             )
         for client in ("dayzero", "aiperf"):
             if client in g:
+                m = g[client]
                 lines.append(
-                    f"| median | {client} | {g[client]['output_throughput']:.2f} | {g[client]['median_ttft_ms']:.1f} |"
+                    f"| median | {client} | {m['output_throughput']:.2f} | {m['median_ttft_ms']:.1f} | {m['median_itl_ms']:.2f} | {m['server_ms_per_output_token']:.3f} |"
                 )
         if "ratio" in g:
-            per_round = ", ".join(
-                f"{r['output_throughput']:.3f} / {r['median_ttft_ms']:.3f}" for r in g["ratio_per_round"]
+            q = g["ratio"]
+            lines.append(
+                f"| ratio | dayzero / aiperf | {q['output_throughput']:.3f} | {q['median_ttft_ms']:.3f} | {q['median_itl_ms']:.3f} | {q['server_ms_per_output_token']:.3f} |"
             )
-            lines += [
-                "",
-                f"dayzero / aiperf, medians over rounds: output throughput {g['ratio']['output_throughput']:.3f}, median TTFT {g['ratio']['median_ttft_ms']:.3f} (per round, throughput / TTFT: {per_round})",
-            ]
     return "\n".join(lines) + "\n"
 
 
@@ -406,9 +431,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-llama", action="store_true", help="stub sections only")
     parser.add_argument("--only", choices=["ceiling", "latency", "agreement"], help="run one section")
     parser.add_argument(
-        "--slots", type=int, default=4, help="llama-server slots; each client keeps half in flight"
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[1, 4],
+        help="agreement: requests in flight (one section each; TTFT is comparable at 1)",
     )
-    parser.add_argument("--requests", type=int, default=24, help="requests per client per agreement round")
+    parser.add_argument("--requests", type=int, default=16, help="agreement: requests per client per round")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "loadgen.json")
     args = parser.parse_args(argv)
     peer = peer_available()
@@ -428,7 +457,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.only in (None, "latency"):
             result["added_latency"] = added_latency(log_dir, peer)
         if args.only in (None, "agreement") and not args.skip_llama:
-            result["agreement"] = agreement(log_dir, peer, args.rounds, args.slots, args.requests)
+            result["agreement"] = [
+                agreement(log_dir, peer, args.rounds, c, max(args.requests, 4 * c)) for c in args.concurrency
+            ]
         result["load_average_at_end"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

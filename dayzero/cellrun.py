@@ -131,8 +131,15 @@ def lease_healthy_hosts(ctx: RunContext, cell: Cell, needed: int) -> tuple[list[
     candidates = candidate_hosts(ctx, cell)
     while True:
         leases = acquire_all(
-            candidates, needed, ctx.transport, run_id=ctx.run_id, cell_id=cell.id, worker=ctx.worker,
-            wait=ctx.lease_wait, on_wait=ctx.say, skip=lambda h: h.name in ctx.quarantined(),
+            candidates,
+            needed,
+            ctx.transport,
+            run_id=ctx.run_id,
+            cell_id=cell.id,
+            worker=ctx.worker,
+            wait=ctx.lease_wait,
+            on_wait=ctx.say,
+            skip=lambda h: h.name in ctx.quarantined(),
             ttl=int(ctx.heartbeat_timeout),
         )
         keeper = LeaseKeeper(leases, ctx.transport).__enter__()

@@ -22,6 +22,7 @@ from dayzero.shell import quote
 from dayzero.transport import RemoteProcess, Transport
 
 log = logging.getLogger(__name__)
+PORT_GRACE = 10  # seconds a just-killed server may keep its port
 
 
 @dataclass(frozen=True)
@@ -124,13 +125,18 @@ class Deployment:
 
     def _port_free(self, launch: Launch) -> None:
         """A leftover server on our port would answer our health checks: refuse to start."""
+        # A server that a watchdog or an earlier teardown has just killed may hold the port for a
+        # moment longer: poll for up to PORT_GRACE seconds before calling it a leftover.
+        connect = f"(exec 3<>/dev/tcp/{quote(launch.address)}/{int(launch.port)}) 2>/dev/null"
         probe = (
-            f"(exec 3<>/dev/tcp/{quote(launch.address)}/{int(launch.port)}) 2>/dev/null && echo busy; exit 0"
+            f"for i in $(seq {PORT_GRACE}); do {connect} || {{ echo free; exit 0; }}; sleep 1; done; "
+            "echo busy"
         )
-        if "busy" in self.transports[launch.host].run(probe, timeout=15).stdout:
+        if "busy" in self.transports[launch.host].run(probe, timeout=PORT_GRACE + 15).stdout:
             raise InfrastructureError(
                 f"{launch.host}: port {launch.port} on {launch.address} is already in use "
-                "(a leftover server from another run?); free it before running this cell"
+                f"(still after {PORT_GRACE}s; a leftover server from another run?); "
+                "free it before running this cell"
             )
 
     @property

@@ -325,8 +325,7 @@ def _check_regressions(config: pytest.Config, outcome) -> None:
     current = json.loads(Path(outcome.evidence_path).read_text())
     comparisons = nightly.compare_docs(previous, current, config.getoption("dayzero_regression_band"))
     rows = [
-        {**c.__dict__, "regressed": c.regressed, "change_pct": round(c.change_pct, 2)}
-        for c in comparisons
+        {**c.__dict__, "regressed": c.regressed, "change_pct": round(c.change_pct, 2)} for c in comparisons
     ]
     allure.attach(
         json.dumps(rows, indent=2),
@@ -370,11 +369,7 @@ def _write_allure_extras(config: pytest.Config, reports: Path) -> None:
         return
     started = config.stash.get(STARTED_KEY, "")
     try:
-        docs = [
-            doc
-            for _, doc in iter_evidence(reports)
-            if doc["run"]["started"] >= started
-        ]
+        docs = [doc for _, doc in iter_evidence(reports) if doc["run"]["started"] >= started]
     except ConfigError:
         docs = []
     facts = {

@@ -98,6 +98,29 @@ def test_port_in_use_is_refused_before_launch(tmp_path, local_inventory):
             run_cell(ctx, ctx.matrix.cells[0])
 
 
+def test_a_port_freed_within_the_grace_is_taken(tmp_path, local_inventory):
+    """A server killed a moment ago (by a watchdog, say) may still hold the port briefly."""
+    import socket
+    import threading
+
+    marker = str(random.randint(100000, 999999))
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    port = squatter.getsockname()[1]
+    ctx = context(tmp_path, fake_card(["bash", "-c", f"sleep {marker}"], port=port), local_inventory())
+    dep, keeper = _deployment_with_lease(ctx, marker)
+    threading.Timer(2.0, squatter.close).start()
+    try:
+        dep.start()
+        assert processes_matching(f"sleep {marker}"), "launched once the port was free"
+    finally:
+        keeper.stop()
+        dep.stop()
+        squatter.close()
+    assert not processes_matching(f"sleep {marker}")
+
+
 def _deployment_with_lease(ctx, port_marker):
     from dayzero.deploy import Deployment
     from dayzero.lease import LeaseKeeper, try_acquire
@@ -108,8 +131,13 @@ def _deployment_with_lease(ctx, port_marker):
     transport = LocalTransport(host)
     lease = try_acquire(transport, ctx.run_id, "fake", "w", ttl=3)
     keeper = LeaseKeeper([lease], lambda h: transport).__enter__()
-    dep = Deployment(render(ctx.matrix, ctx.matrix.cells[0], [host]), {host.name: transport}, "runs/wd",
-                     heartbeats={host.name: lease.heartbeat}, heartbeat_timeout=lease.ttl)
+    dep = Deployment(
+        render(ctx.matrix, ctx.matrix.cells[0], [host]),
+        {host.name: transport},
+        "runs/wd",
+        heartbeats={host.name: lease.heartbeat},
+        heartbeat_timeout=lease.ttl,
+    )
     return dep, keeper
 
 

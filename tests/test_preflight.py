@@ -13,10 +13,24 @@ from dayzero.preflight import gather, parse_device_memory
 from dayzero.transport.local import LocalTransport
 
 NVIDIA = "183359 183000\n183359 182900\n"
-AMD = json.dumps([{"gpu": i, "mem_usage": {"total_vram": {"value": 294896, "unit": "MB"},
-                                            "free_vram": {"value": 294000, "unit": "MB"}}} for i in range(8)])
-ROCM = json.dumps({f"card{i}": {"VRAM Total Memory (B)": str(288 * 2**30),
-                                "VRAM Total Used Memory (B)": str(2**30)} for i in range(8)})
+AMD = json.dumps(
+    [
+        {
+            "gpu": i,
+            "mem_usage": {
+                "total_vram": {"value": 294896, "unit": "MB"},
+                "free_vram": {"value": 294000, "unit": "MB"},
+            },
+        }
+        for i in range(8)
+    ]
+)
+ROCM = json.dumps(
+    {
+        f"card{i}": {"VRAM Total Memory (B)": str(288 * 2**30), "VRAM Total Used Memory (B)": str(2**30)}
+        for i in range(8)
+    }
+)
 
 
 def test_parse_each_vendor_tool():

@@ -115,7 +115,7 @@ class Transport(abc.ABC):
         """Kill a group whose `start` was interrupted before its pgid came back (Ctrl-C mid-start)."""
         pidfile = quote(log_path + ".pgid")
         self.run(
-            f"p=$(cat {pidfile} 2>/dev/null) && [ -n \"$p\" ] && "
+            f'p=$(cat {pidfile} 2>/dev/null) && [ -n "$p" ] && '
             f"{{ kill -TERM -- -$p 2>/dev/null; sleep 1; kill -KILL -- -$p 2>/dev/null; }}; exit 0",
             timeout=30,
         )
