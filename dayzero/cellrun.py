@@ -37,8 +37,8 @@ from dayzero.transport import Transport, open_transport
 from dayzero.workloads import suites_dir
 
 
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+def now_iso(timespec: str = "seconds") -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec=timespec)
 
 
 class NoHost(Exception):  # noqa: N818 - a reason to skip, not an error
@@ -116,11 +116,15 @@ def preflight(ctx: RunContext, cell: Cell, host: Host) -> HostFacts:
     return facts
 
 
-def host_record(ctx: RunContext, cell: Cell, host: Host) -> dict:
-    """What evidence keeps of a host: its inventory claims and the facts preflight saw."""
+def host_record(ctx: RunContext, cell: Cell, host: Host, lease: dict | None = None) -> dict:
+    """What evidence keeps of a host: its inventory claims, the facts preflight saw and when the
+    cell held it (an audit of who had the host when, across workers and separate runs)."""
     facts = ctx.facts.get(f"{host.name}:{ctx.matrix.card(cell).engine['name']}")
     seen = {k: v for k, v in facts.__dict__.items() if k not in ("host", "problems")} if facts else {}
-    return {"name": host.name, "hardware": host.hardware, "accelerators": host.accelerators, "facts": seen}
+    record = {"name": host.name, "hardware": host.hardware, "accelerators": host.accelerators, "facts": seen}
+    if lease:
+        record["lease"] = lease
+    return record
 
 
 def lease_healthy_hosts(ctx: RunContext, cell: Cell, needed: int) -> tuple[list[Lease], LeaseKeeper]:
@@ -255,9 +259,12 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
     version, recipe, hosts, logs = "unknown", None, [], []
     leases: list[Lease] = []
     keeper: LeaseKeeper | None = None
+    held: dict[str, str] = {}
     try:
         with allure.step(f"lease and preflight {needed} {cell.hardware} host(s)"):
             leases, keeper = lease_healthy_hosts(ctx, cell, needed)
+            held = {"acquired": now_iso("milliseconds")}
+            ctx.say(f"{cell.id}: leased {', '.join(f'{x.host.name} slot {x.slot}' for x in leases)}")
         hosts = [lease.host for lease in leases]
         recipe = render(ctx.matrix, cell, hosts, port_offset=10 * max(lease.slot for lease in leases))
         allure.attach(
@@ -333,6 +340,8 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
     finally:
         if keeper:
             keeper.stop()
+        if held:
+            held["released"] = now_iso("milliseconds")  # a moment before the leases are let go
         for lease in leases:
             try:
                 release(ctx.transport(lease.host), lease)
@@ -361,7 +370,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
                 "launches": launches_json(recipe, ctx.inventory.secrets) if recipe else [],
             },
             "engine": {"name": card.engine["name"], "version": version},
-            "hosts": [host_record(ctx, cell, h) for h in hosts],
+            "hosts": [host_record(ctx, cell, lease.host, {"slot": lease.slot, **held}) for lease in leases],
             "checks": [c.to_json() for c in checks],
             "records": sorted(
                 str(p.relative_to(ctx.reports_dir))

@@ -4,7 +4,7 @@ A cell's *template* (argv and env with placeholders, per role) depends only on t
 digest identifies the recipe in evidence, so a changed flag makes older evidence stale. Rendering
 fills the placeholders from the leased hosts: `{host}`, `{bind}`, `{port}`, `{rank}`, `{nnodes}`,
 `{dist_init_addr}`, `{tp}`, `{weights}`, `{role.<name>.host}`, `{role.<name>.port}` and the
-host's `vars`.
+host's `vars` over the card's `vars` (defaults, e.g. threads a host may lower).
 
 Secrets: a card marks an env value secret with `{secret_from_env: NAME}` (or writes
 `{secret.NAME}` in a value or arg). The template, and so the digest, keeps the placeholder; the
@@ -160,6 +160,7 @@ def digest(card: ModelCard, cell: Cell) -> str:
     payload = {
         "engine": card.engine.get("name"),
         "weights": card.data.get("weights"),
+        "vars": card.data.get("vars", {}),
         "roles": [t.__dict__ for t in templates(card, cell)],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:16]
@@ -209,6 +210,7 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
         for rank, host in enumerate(role_hosts):
             values = {
                 **shared,
+                **card.data.get("vars", {}),  # the card's defaults; the host's own vars win
                 **host.var,
                 "host": host.address,
                 "port": str(t.port + port_offset),

@@ -477,7 +477,9 @@ def start(
         raise TestbedError(f"{directory}: already running ({', '.join(running)}); stop it first")
     if not port_is_free([h.address for h in bed.hosts], port):
         raise TestbedError(f"port {port} is taken on one of {_addresses(n)}; pass another --port")
-    _prepare(bed, getpass.getuser(), engine_setup, variables or {}, login_rc)
+    # The hosts share this machine's cores: one engine thread each keeps parallel cells from
+    # oversubscribing them (a card's `{threads}` default is for a machine of its own).
+    _prepare(bed, getpass.getuser(), engine_setup, {"threads": "1", **(variables or {})}, login_rc)
     deadline = time.monotonic() + timeout
     try:
         for host, proc in [(h, _launch(h, sshd)) for h in bed.hosts]:

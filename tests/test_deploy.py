@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import subprocess
 
 import pytest
 
@@ -36,10 +35,6 @@ def context(tmp_path, card: dict, inventory_path, ready_deadline=60.0) -> RunCon
         lease_wait=30,
         say=lambda m: None,
     )
-
-
-def pgid_alive(pgid: int) -> bool:
-    return subprocess.run(["kill", "-0", "--", f"-{pgid}"], capture_output=True).returncode == 0
 
 
 def test_never_ready_hits_the_deadline_and_kills_the_group(tmp_path, local_inventory):
@@ -174,3 +169,23 @@ def test_a_kept_lease_keeps_a_healthy_deployment_alive(tmp_path, local_inventory
         keeper.stop()
         dep.stop()
     assert not processes_matching(f"sleep {marker}")
+
+
+def test_a_killed_server_is_dead_even_while_its_zombie_is_unreaped(tmp_path, local_inventory):
+    """Orphans are reaped by the host's init; some inits never reap, and `kill -0` sees zombies."""
+    import os
+    import signal
+    import time
+
+    from dayzero.transport.local import LocalTransport
+
+    host = load_inventory(local_inventory(), {"cpu"}).hosts[0]
+    transport = LocalTransport(host)
+    proc = transport.start("sleep 987654", env={}, log_path=str(tmp_path / "server.log"))
+    try:
+        assert transport.alive(proc)
+        os.killpg(proc.pgid, signal.SIGKILL)
+        time.sleep(0.5)
+        assert not transport.alive(proc)
+    finally:
+        transport.kill(proc, grace=1)

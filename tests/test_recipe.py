@@ -125,6 +125,16 @@ def test_missing_host_var_names_the_card_and_known_placeholders(matrix):
     assert "smollm2-135m.yaml" in str(err.value) and "{model_root}" in str(err.value)
 
 
+def test_card_vars_are_defaults_a_host_overrides(matrix):
+    cell = matrix.cell("smollm2-135m/cpu/low_latency/baseline")
+    plain = Host(name="h", hardware="cpu", address="127.0.0.1", vars=(("model_root", "/m"),))
+    one = (("model_root", "/m"), ("threads", "1"))
+    shared = Host(name="h", hardware="cpu", address="127.0.0.1", vars=one)
+    assert "--threads 2 " in render(matrix, cell, [plain]).launches[0].command
+    assert "--threads 1 " in render(matrix, cell, [shared]).launches[0].command
+    assert render(matrix, cell, [plain]).digest == render(matrix, cell, [shared]).digest
+
+
 def test_wrong_number_of_hosts(matrix):
     cell = matrix.cell("kimi-k3.1-pro/h200/balanced/baseline")
     with pytest.raises(ValueError, match="needs 2 host"):

@@ -17,6 +17,15 @@ from dayzero.redact import redact
 from dayzero.shell import exports, quote
 
 
+def group_alive(pgid: int) -> str:
+    """Shell test: does process group `pgid` have a member that is not a zombie?
+
+    `kill -0 -- -pgid` also succeeds for zombies, and an orphaned server's zombie stays until
+    the host's init reaps it; some inits never do (seen on a Firecracker VM), so a dead server
+    looked alive and every teardown waited out its grace period."""
+    return f"ps -e -o pgid= -o stat= | awk -v g={int(pgid)} '$1 == g && $2 !~ /^Z/ {{f = 1}} END {{exit !f}}'"
+
+
 @dataclass(frozen=True)
 class CommandResult:
     command: str
@@ -101,7 +110,7 @@ class Transport(abc.ABC):
         seconds (controller killed, connection lost), kill the process group by itself."""
         pg, hb = f"-{proc.pgid}", quote(heartbeat)
         loop = (
-            f"touch -c {hb}; while kill -0 -- {pg} 2>/dev/null; do "
+            f"touch -c {hb}; while {group_alive(proc.pgid)}; do "
             f"age=$(( $(date +%s) - $(stat -c %Y {hb} 2>/dev/null || echo 0) )); "
             f"if [ $age -gt {int(timeout)} ]; then "
             f"kill -TERM -- {pg}; sleep 10; kill -KILL -- {pg}; exit 0; fi; "
@@ -121,14 +130,14 @@ class Transport(abc.ABC):
         )
 
     def alive(self, proc: RemoteProcess) -> bool:
-        return self.run(f"kill -0 -- -{proc.pgid} 2>/dev/null", timeout=15).ok
+        return self.run(group_alive(proc.pgid), timeout=15).ok
 
     def kill(self, proc: RemoteProcess, grace: float = 10.0) -> None:
         """TERM the group, wait up to `grace` seconds, then KILL whatever is left."""
         pg = f"-{proc.pgid}"
         script = (
             f"kill -TERM -- {pg} 2>/dev/null || exit 0; "
-            f"for i in $(seq {int(grace * 10)}); do kill -0 -- {pg} 2>/dev/null || exit 0; sleep 0.1; done; "
+            f"for i in $(seq {int(grace * 10)}); do {group_alive(proc.pgid)} || exit 0; sleep 0.1; done; "
             f"kill -KILL -- {pg} 2>/dev/null; sleep 0.2; exit 0"
         )
         self.run(script, timeout=grace + 15)
