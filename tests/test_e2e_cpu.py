@@ -91,6 +91,7 @@ def test_interrupt_mid_cell_leaves_no_process_and_no_lease(tmp_path, how):
             "-m",
             "cpu and high_throughput and baseline",
             f"--reports={reports}",
+            "--heartbeat-timeout=5",  # SIGKILL: the host's watchdog acts 5 s after the last touch
         ],
         cwd=REPO,
         stdout=subprocess.PIPE,
