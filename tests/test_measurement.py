@@ -202,3 +202,16 @@ def test_spread_keeps_every_value():
         "spread_pct": 18.2,
         "values": [10.0, 12.0, 11.0],
     }
+
+
+def test_a_non_compliant_server_fails_even_when_the_client_was_saturated():
+    """Short outputs are counted, not timed: a busy client does not turn them into 'invalid'."""
+    floor = Floor("output_throughput", 1.0, 2, workload="r")
+    busy = ("run 1: client process 0 saturated: CPU 100% of a core >= 90%",)
+    fast = ({"output_throughput": 900.0},)
+    short = Measurement("r", 2, fast, invalid=busy, compliance=("mean output 4.0",))
+    result = check_floor(floor, short)
+    assert result.verdict == "failed"
+    assert "anti-gaming: mean output 4.0" in result.message and "timings not compared" in result.message
+    only_busy = Measurement("r", 2, fast, invalid=busy)
+    assert check_floor(floor, only_busy).verdict == "invalid"

@@ -80,7 +80,7 @@ def test_testbed_inventory_is_valid_and_complete(bed, inv):
     assert (lab1.address, lab3.address, lab3.jump, lab1.jump) == ("127.0.0.2", "127.0.0.4", "lab1", None)
     assert Path(lab1.identity).is_absolute() and Path(lab1.workdir).is_dir()
     assert (lab1.hardware, lab1.slots, lab1.accelerators) == ("cpu", 1, 1)
-    assert lab1.engine_setup == "source /opt/env" and lab1.var == {"MODEL": "smol"}
+    assert lab1.engine_setup == "source /opt/env" and lab1.var == {"MODEL": "smol", "threads": "1"}
     assert inv.known_hosts == bed.known_hosts
     assert f"[127.0.0.4]:{lab3.port} ssh-ed25519 " in bed.known_hosts.read_text()
     assert all(bed.status().values())
@@ -101,7 +101,7 @@ def test_testbed_cli_start_status_stop(tmp_path):
         assert subprocess.run(args, capture_output=True, text=True).returncode == 0
         lab1 = load_inventory(directory / "inventory.yaml").host("lab1")
         assert (lab1.port, lab1.engine_setup) == (int(port), "source /opt/venv/bin/activate")
-        assert lab1.var == {"HF_HOME": "/data/hf"}
+        assert lab1.var == {"HF_HOME": "/data/hf", "threads": "1"}  # hosts sharing this machine's cores
         status = subprocess.run([*script, "status", "--dir", str(directory)], capture_output=True, text=True)
         assert status.returncode == 0 and "running pid" in status.stdout
     finally:
@@ -232,7 +232,10 @@ def test_start_alive_kill_process_group(inv):
     )
 
     def members() -> list[str]:
-        return t.run(f"ps -eo pgid=,pid=,args= | awk '$1 == {proc.pgid}'", timeout=10).stdout.splitlines()
+        """Live members: a killed orphan may stay a zombie where the host's init does not reap it."""
+        return t.run(
+            f"ps -eo pgid=,pid=,stat=,args= | awk '$1 == {proc.pgid} && $3 !~ /^Z/'", timeout=10
+        ).stdout.splitlines()
 
     assert wait_until(lambda: len(members()) >= 3), members()
     assert t.alive(proc)

@@ -365,6 +365,21 @@ def check_floor(floor: Floor, measurement: Measurement | Mapping) -> CheckResult
         "compliance": list(measurement.compliance),
         "definitions": DEFINITIONS,
     }
+    if measurement.invalid and measurement.compliance:
+        # What the server returned (short outputs, inflated counts, EOS runs) is counted from the
+        # records, not timed: it fails the cell even when the client was too busy to time it.
+        return CheckResult(
+            floor.name,
+            "performance",
+            FAILED,
+            "; ".join(f"anti-gaming: {f}" for f in measurement.compliance)
+            + " (timings not compared: "
+            + "; ".join(measurement.invalid)
+            + ")",
+            measured=None,
+            bound=floor.bound,
+            details=details,
+        )
     if measurement.invalid:
         return CheckResult(
             floor.name,
