@@ -51,7 +51,8 @@ class Inventory:
         raise KeyError(name)
 
     def for_hardware(self, hardware: str) -> tuple[Host, ...]:
-        return tuple(h for h in self.hosts if h.hardware == hardware)
+        """Hosts that may run cells of `hardware` (a jump host with `slots: 0` never does)."""
+        return tuple(h for h in self.hosts if h.hardware == hardware and h.slots > 0)
 
 
 def _expand_local(value: str) -> str:

@@ -31,6 +31,7 @@ def test_example_lab_inventory_is_valid():
     inv = load_inventory(REPO / "hosts" / "lab.example.yaml", set(load_matrix(REPO / "matrix").hardware))
     assert len(inv.for_hardware("b300")) == 2 and inv.host("b300-01").jump == "bastion"
     assert inv.known_hosts == (REPO / "hosts" / "lab.known_hosts").resolve()
+    assert inv.for_hardware("cpu") == (), "the bastion (slots: 0) relays, it never runs a cell"
 
 
 def test_inventory_errors_name_file_and_field(tmp_path):
