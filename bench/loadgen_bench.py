@@ -308,8 +308,9 @@ def agreement(
     """Both clients measure one llama-server in alternating rounds, same prompts and lengths.
 
     Three things make two clients disagree for reasons that are not theirs, and are removed here:
-    - a client sharing the server's cores slows the server (aiperf's processes did, 40x at c1 on
-      2 cores): the server gets CPU 0 with one thread, the clients the other CPUs;
+    - a client sharing the server's cores slows the server (next to a two-thread server on 2
+      cores aiperf measured 2.5-3 tok/s at c1, ours 123-142): the server gets CPU 0 with one
+      thread, the clients the other CPUs;
     - llama-server serves prompts it has seen from its slot and RAM prompt caches, and which ones
       it has seen depends on the previous round: every request carries `cache_prompt: false`;
     - at concurrency > 1 TTFT depends on how arrivals line up with other requests' prefill (a
@@ -335,16 +336,13 @@ def agreement(
             url = f"http://127.0.0.1:{LLAMA_PORT}"
             ours(url, concurrency, max(4, concurrency), max_tokens)  # warm the server once
             for k in range(rounds):
-                clients = [("dayzero", lambda: ours(url, concurrency, n, max_tokens, warmup=concurrency))]
+                clients = [lambda: ours(url, concurrency, n, max_tokens, warmup=concurrency)]
                 if peer:
                     work = log_dir / f"aiperf-llama-{k}"
                     clients.append(
-                        (
-                            "aiperf",
-                            lambda w=work: aiperf(url, concurrency, n, max_tokens, w, warmup=concurrency),
-                        )
+                        lambda w=work: aiperf(url, concurrency, n, max_tokens, w, warmup=concurrency)
                     )
-                for _, measure in clients:
+                for measure in clients:
                     before = server_metrics(LLAMA_PORT)
                     r = measure()
                     r.update(round=k, **server_speed(before, server_metrics(LLAMA_PORT)))

@@ -116,15 +116,19 @@ def preflight(ctx: RunContext, cell: Cell, host: Host) -> HostFacts:
     return facts
 
 
-def host_record(ctx: RunContext, cell: Cell, host: Host, lease: dict | None = None) -> dict:
+def host_record(ctx: RunContext, cell: Cell, lease: Lease, held: dict[str, str]) -> dict:
     """What evidence keeps of a host: its inventory claims, the facts preflight saw and when the
     cell held it (an audit of who had the host when, across workers and separate runs)."""
+    host = lease.host
     facts = ctx.facts.get(f"{host.name}:{ctx.matrix.card(cell).engine['name']}")
     seen = {k: v for k, v in facts.__dict__.items() if k not in ("host", "problems")} if facts else {}
-    record = {"name": host.name, "hardware": host.hardware, "accelerators": host.accelerators, "facts": seen}
-    if lease:
-        record["lease"] = lease
-    return record
+    return {
+        "name": host.name,
+        "hardware": host.hardware,
+        "accelerators": host.accelerators,
+        "facts": seen,
+        "lease": {"slot": lease.slot, **held},
+    }
 
 
 def lease_healthy_hosts(ctx: RunContext, cell: Cell, needed: int) -> tuple[list[Lease], LeaseKeeper]:
@@ -370,7 +374,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
                 "launches": launches_json(recipe, ctx.inventory.secrets) if recipe else [],
             },
             "engine": {"name": card.engine["name"], "version": version},
-            "hosts": [host_record(ctx, cell, lease.host, {"slot": lease.slot, **held}) for lease in leases],
+            "hosts": [host_record(ctx, cell, lease, held) for lease in leases],
             "checks": [c.to_json() for c in checks],
             "records": sorted(
                 str(p.relative_to(ctx.reports_dir))

@@ -72,14 +72,7 @@ def _wait_for(proc, pattern, timeout):
     raise AssertionError(f"no {pattern!r} within {timeout}s:\n{''.join(seen)[-3000:]}")
 
 
-@pytest.mark.parametrize(
-    "how",
-    [
-        "ctrl-c",
-        "sigterm",
-        "sigkill",
-    ],
-)
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sigkill"])
 def test_interrupt_mid_cell_leaves_no_process_and_no_lease(tmp_path, how):
     reports = tmp_path / "reports"
     proc = subprocess.Popen(

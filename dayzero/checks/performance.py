@@ -373,9 +373,7 @@ def check_floor(floor: Floor, measurement: Measurement | Mapping) -> CheckResult
             "performance",
             FAILED,
             "; ".join(f"anti-gaming: {f}" for f in measurement.compliance)
-            + " (timings not compared: "
-            + "; ".join(measurement.invalid)
-            + ")",
+            + f" (timings not compared: {'; '.join(measurement.invalid)})",
             measured=None,
             bound=floor.bound,
             details=details,
