@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dayzero import testbed  # noqa: E402
-from dayzero.inventory import load_inventory  # noqa: E402
-from dayzero.transport import ssh  # noqa: E402
+from dayzero.lab.transport import ssh  # noqa: E402
+from dayzero.spec.inventory import load_inventory  # noqa: E402
 
 
 def timed(fn, n: int) -> list[float]:

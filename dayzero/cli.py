@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from dayzero.errors import ConfigError, DayzeroError
-from dayzero.inventory import Host, load_inventory
-from dayzero.matrix import Cell, Matrix, load_matrix
-from dayzero.recipe import hosts_needed, render
+from dayzero.spec.inventory import Host, load_inventory
+from dayzero.spec.matrix import Cell, Matrix, load_matrix
+from dayzero.spec.recipe import hosts_needed, render
 from dayzero.submission import commands as submission_commands
 
 
@@ -83,8 +83,8 @@ def cmd_recipe(args) -> int:
 
 
 def cmd_golden_record(args) -> int:
-    from dayzero.cellrun import RunContext, new_run_id, run_cell
-    from dayzero.goldens import golden_path
+    from dayzero.run.cell import RunContext, new_run_id, run_cell
+    from dayzero.spec.goldens import golden_path
 
     matrix = load_matrix(args.matrix)
     inventory = load_inventory(args.hosts, set(matrix.hardware))
@@ -112,8 +112,8 @@ def cmd_golden_record(args) -> int:
 
 def cmd_hosts_check(args) -> int:
     """Connect to every host, print reachability and facts; exit 1 if any host is unfit."""
-    from dayzero.preflight import gather
-    from dayzero.transport import open_transport
+    from dayzero.lab.preflight import gather
+    from dayzero.lab.transport import open_transport
 
     matrix = load_matrix(args.matrix)
     inventory = load_inventory(args.hosts, set(matrix.hardware))
@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("submission", help="vendor submissions: pack, check, accept signed bundles")
     submission_commands.add_commands(p)
 
-    from dayzero import importers
+    from dayzero.run import importers
 
     p = sub.add_parser("import", help="hold a sglang/vllm benchmark result against a cell's floors")
     importers.add_arguments(p)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import jsonschema
 
-from dayzero import yamlfile
 from dayzero.errors import ConfigError
+from dayzero.spec import yamlfile
 
 EVIDENCE_DIR = "evidence"
 

@@ -15,15 +15,15 @@ from pathlib import Path
 import allure
 import pytest
 
-from dayzero.cellrun import NoHost, RunContext, candidate_hosts, new_run_id, now_iso, run_cell
 from dayzero.errors import ConfigError
 from dayzero.evidence import iter_evidence
-from dayzero.inventory import Inventory, load_inventory
-from dayzero.matrix import Cell, Matrix, load_matrix
-from dayzero.recipe import hosts_needed, render
 from dayzero.redact import redact
 from dayzero.report import allure_cell, allure_env, nightly
 from dayzero.report.acceptance import DEFAULT_MAX_AGE_DAYS, write_acceptance
+from dayzero.run.cell import NoHost, RunContext, candidate_hosts, new_run_id, now_iso, run_cell
+from dayzero.spec.inventory import Inventory, load_inventory
+from dayzero.spec.matrix import Cell, Matrix, load_matrix
+from dayzero.spec.recipe import hosts_needed, render
 
 MATRIX_KEY = pytest.StashKey[Matrix]()
 INVENTORY_KEY = pytest.StashKey[Inventory]()

@@ -9,9 +9,9 @@ from html.parser import HTMLParser
 import yaml
 
 from dayzero import evidence
-from dayzero.matrix import load_matrix
-from dayzero.recipe import digest
 from dayzero.report.acceptance import rows, write_acceptance
+from dayzero.spec.matrix import load_matrix
+from dayzero.spec.recipe import digest
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 LL_BASE = "smollm2-135m/cpu/low_latency/baseline"

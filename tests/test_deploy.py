@@ -12,9 +12,9 @@ import shutil
 
 import pytest
 
-from dayzero.cellrun import RunContext, new_run_id, run_cell
-from dayzero.inventory import load_inventory
-from dayzero.matrix import load_matrix
+from dayzero.run.cell import RunContext, new_run_id, run_cell
+from dayzero.spec.inventory import load_inventory
+from dayzero.spec.matrix import load_matrix
 
 from .conftest import REPO, fake_card, needs_engine, processes_matching, write_yaml
 
@@ -117,10 +117,10 @@ def test_a_port_freed_within_the_grace_is_taken(tmp_path, local_inventory):
 
 
 def _deployment_with_lease(ctx, port_marker):
-    from dayzero.deploy import Deployment
-    from dayzero.lease import LeaseKeeper, try_acquire
-    from dayzero.recipe import render
-    from dayzero.transport.local import LocalTransport
+    from dayzero.lab.deploy import Deployment
+    from dayzero.lab.lease import LeaseKeeper, try_acquire
+    from dayzero.lab.transport.local import LocalTransport
+    from dayzero.spec.recipe import render
 
     host = ctx.inventory.hosts[0]
     transport = LocalTransport(host)
@@ -177,7 +177,7 @@ def test_a_killed_server_is_dead_even_while_its_zombie_is_unreaped(tmp_path, loc
     import signal
     import time
 
-    from dayzero.transport.local import LocalTransport
+    from dayzero.lab.transport.local import LocalTransport
 
     host = load_inventory(local_inventory(), {"cpu"}).hosts[0]
     transport = LocalTransport(host)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from dayzero.transport.base import group_alive
+from dayzero.lab.transport.base import group_alive
 
 from .conftest import REPO, needs_engine, run_pytest
 
@@ -119,21 +119,21 @@ def test_interrupt_mid_cell_leaves_no_process_and_no_lease(tmp_path, how):
     assert not alive(), f"llama-server group {pgid} survived {how}"
     assert proc.returncode != 0
     from dayzero.engine import cache_root
-    from dayzero.lease import try_acquire
-    from dayzero.transport.local import LocalTransport
+    from dayzero.lab.lease import try_acquire
+    from dayzero.lab.transport.local import LocalTransport
 
     for owner in (cache_root() / "work" / "leases").glob("slot-*/owner.json"):
         held_by_us = json.loads(owner.read_text())["pid"] == proc.pid
         assert not held_by_us or how == "sigkill", "lease of the interrupted run released"
     if how == "sigkill":  # its lease is stale: the next run reclaims it instead of waiting hours
-        from dayzero.inventory import load_inventory
+        from dayzero.spec.inventory import load_inventory
 
         host = load_inventory(REPO / "hosts" / "local.yaml").hosts[0]
         deadline = time.monotonic() + 30
         while not hasattr(lease := try_acquire(LocalTransport(host), "probe", "probe", "t"), "slot"):
             assert time.monotonic() < deadline, f"lease never reclaimed: {lease}"
             time.sleep(1)
-        from dayzero.lease import release
+        from dayzero.lab.lease import release
 
         release(LocalTransport(host), lease)
         return

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from dayzero.cli import main
-from dayzero.importers import SGLANG, VLLM, detect, evaluate, parse, read_runs
-from dayzero.matrix import Cell, ModelCard
+from dayzero.run.importers import SGLANG, VLLM, detect, evaluate, parse, read_runs
+from dayzero.spec.matrix import Cell, ModelCard
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from dayzero.errors import ConfigError, InfrastructureError
-from dayzero.inventory import load_inventory
-from dayzero.lease import acquire_all, release, try_acquire
-from dayzero.transport.local import LocalTransport
+from dayzero.lab.lease import acquire_all, release, try_acquire
+from dayzero.lab.transport.local import LocalTransport
+from dayzero.spec.inventory import load_inventory
 
 from .conftest import REPO, write_yaml
 
@@ -26,7 +26,7 @@ def test_local_inventory_expands_the_cache_token(monkeypatch, tmp_path):
 
 
 def test_example_lab_inventory_is_valid():
-    from dayzero.matrix import load_matrix
+    from dayzero.spec.matrix import load_matrix
 
     inv = load_inventory(REPO / "hosts" / "lab.example.yaml", set(load_matrix(REPO / "matrix").hardware))
     assert len(inv.for_hardware("b300")) == 2 and inv.host("b300-01").jump == "bastion"

@@ -24,11 +24,11 @@ import pytest
 import yaml
 
 from dayzero import testbed
-from dayzero.cellrun import RunContext, new_run_id, run_cell
 from dayzero.engine import model_path, server_binary
 from dayzero.evidence import slug
-from dayzero.inventory import load_inventory
-from dayzero.matrix import load_matrix
+from dayzero.run.cell import RunContext, new_run_id, run_cell
+from dayzero.spec.inventory import load_inventory
+from dayzero.spec.matrix import load_matrix
 
 from .conftest import REPO, fake_card, needs_engine, processes_matching, write_yaml
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from dayzero.errors import ConfigError
-from dayzero.matrix import load_matrix, matches
+from dayzero.spec.matrix import load_matrix, matches
 
 from .conftest import REPO
 

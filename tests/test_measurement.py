@@ -20,7 +20,7 @@ from dayzero.checks.performance import (
     summarize,
     trailing_eos,
 )
-from dayzero.matrix import Cell, ModelCard
+from dayzero.spec.matrix import Cell, ModelCard
 
 
 def record(i=0, send=100.0, ttft=0.1, gaps=(0.02,) * 9, tokens=None, max_tokens=10, **kw):

@@ -18,13 +18,13 @@ from dayzero.checks.performance import (
     compliance_findings,
     saturation,
 )
-from dayzero.deploy import run_client
-from dayzero.inventory import Host
+from dayzero.lab.deploy import run_client
+from dayzero.lab.transport.local import LocalTransport
 from dayzero.loadgen.stub import StubConfig, StubServer
-from dayzero.matrix import Cell, ModelCard
-from dayzero.phases import Endpoint, measure_workload, run_speculative
-from dayzero.transport.local import LocalTransport
-from dayzero.workloads import Protocol, load_workload
+from dayzero.run.phases import Endpoint, measure_workload, run_speculative
+from dayzero.spec.inventory import Host
+from dayzero.spec.matrix import Cell, ModelCard
+from dayzero.spec.workloads import Protocol, load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "suites" / "workloads"

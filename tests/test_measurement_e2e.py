@@ -12,9 +12,9 @@ import json
 import pytest
 import yaml
 
-from dayzero.cellrun import RunContext, new_run_id, run_cell
-from dayzero.inventory import load_inventory
-from dayzero.matrix import load_matrix
+from dayzero.run.cell import RunContext, new_run_id, run_cell
+from dayzero.spec.inventory import load_inventory
+from dayzero.spec.matrix import load_matrix
 
 from .conftest import REPO, needs_engine
 

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from dayzero.inventory import Host
-from dayzero.matrix import Hardware
-from dayzero.preflight import gather, parse_device_memory
-from dayzero.transport.local import LocalTransport
+from dayzero.lab.preflight import gather, parse_device_memory
+from dayzero.lab.transport.local import LocalTransport
+from dayzero.spec.inventory import Host
+from dayzero.spec.matrix import Hardware
 
 NVIDIA = "183359 183000\n183359 182900\n"
 AMD = json.dumps(

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from dayzero.errors import ConfigError
-from dayzero.inventory import Host
-from dayzero.matrix import load_matrix
-from dayzero.recipe import digest, hosts_needed, render
+from dayzero.spec.inventory import Host
+from dayzero.spec.matrix import load_matrix
+from dayzero.spec.recipe import digest, hosts_needed, render
 
 from .conftest import REPO
 

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from dayzero.errors import ConfigError
-from dayzero.inventory import Host
-from dayzero.matrix import load_matrix
-from dayzero.recipe import digest, render
 from dayzero.redact import MASK, redact, redact_env
+from dayzero.spec.inventory import Host
+from dayzero.spec.matrix import load_matrix
+from dayzero.spec.recipe import digest, render
 
 from .conftest import REPO, run_pytest
 from .stub_cells import stub_card, stub_inventory, stub_matrix

@@ -23,10 +23,10 @@ import pytest
 
 from dayzero import testbed
 from dayzero.errors import CommandTimeout, ConfigError, InfrastructureError
-from dayzero.inventory import Host, load_inventory
-from dayzero.transport import open_transport
-from dayzero.transport import ssh as ssh_mod
-from dayzero.transport.ssh import NewHostKeyWarning, SSHTransport
+from dayzero.lab.transport import open_transport
+from dayzero.lab.transport import ssh as ssh_mod
+from dayzero.lab.transport.ssh import NewHostKeyWarning, SSHTransport
+from dayzero.spec.inventory import Host, load_inventory
 
 if not os.path.exists(testbed.SSHD):
     if os.environ.get("CI"):

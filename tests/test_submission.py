@@ -341,8 +341,8 @@ def test_diff_reports_only_what_the_claim_states_differently():
 
 
 def _kimi_subject(tmp_path, image: str, digest: str, accelerators: int = 8):
-    from dayzero.matrix import load_matrix
-    from dayzero.recipe import digest as recipe_digest
+    from dayzero.spec.matrix import load_matrix
+    from dayzero.spec.recipe import digest as recipe_digest
     from dayzero.submission.bundle import Bundle, Subject
 
     matrix = load_matrix(REPO / "matrix")

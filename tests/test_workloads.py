@@ -16,8 +16,8 @@ from dayzero.checks.speculative import (
     source_for,
 )
 from dayzero.errors import ConfigError
-from dayzero.matrix import ModelCard, load_matrix
-from dayzero.workloads import Protocol, load_workload, resolve
+from dayzero.spec.matrix import ModelCard, load_matrix
+from dayzero.spec.workloads import Protocol, load_workload, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "suites" / "workloads"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dayzero.checks import FAILED, PASSED, CheckResult
 from dayzero.errors import ConfigError
-from dayzero.matrix import Cell, ModelCard, matches
+from dayzero.spec.matrix import Cell, ModelCard, matches
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 MARKED = re.compile(r"(?:####|answer is:?)\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dayzero.checks import FAILED, PASSED, CheckResult
-from dayzero.matrix import Cell, ModelCard, matches
+from dayzero.spec.matrix import Cell, ModelCard, matches
 
 INVALID = "invalid"  # the measurement cannot be trusted (client saturated): neither pass nor fail
 

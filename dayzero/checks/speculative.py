@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dayzero.checks import FAILED, PASSED, CheckResult
-from dayzero.matrix import Cell, ModelCard, matches
+from dayzero.spec.matrix import Cell, ModelCard, matches
 
 PROMETHEUS = {
     # engine name in the model card -> (drafts, draft tokens, accepted tokens) counter names

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero import evidence
-from dayzero.matrix import Cell, Matrix
-from dayzero.recipe import digest
 from dayzero.redact import redact
+from dayzero.spec.matrix import Cell, Matrix
+from dayzero.spec.recipe import digest
 
 DEFAULT_MAX_AGE_DAYS = 30.0
 STATUSES = ("Verified", "Failed", "Broken", "Stale", "Pending", "Unsupported")

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import allure
 
-from dayzero.matrix import Cell, ModelCard
 from dayzero.redact import redact
 from dayzero.report import plots
+from dayzero.spec.matrix import Cell, ModelCard
 
 log = logging.getLogger(__name__)
 

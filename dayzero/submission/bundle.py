@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dayzero.matrix import Matrix
+from dayzero.spec.matrix import Matrix
 
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.json.sig"

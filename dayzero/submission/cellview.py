@@ -1,7 +1,7 @@
 """What the maintainers' matrix expects of one evidence document, and where its raw records are.
 
 The expected checks and the raw-record files each one reads are derived from the matrix, the
-protocol and the phase names the harness writes (`dayzero.phases`), never from the bundle's own
+protocol and the phase names the harness writes (`dayzero.run.phases`), never from the bundle's own
 claims: a vendor cannot choose which records a check is recomputed from.
 """
 
@@ -17,9 +17,9 @@ from dayzero.checks.accuracy import AccuracyGate, gates_for
 from dayzero.checks.performance import Floor, floors_for, phase_name
 from dayzero.checks.speculative import AcceptanceRule, rules_for
 from dayzero.evidence import slug
-from dayzero.goldens import Golden, load_golden
-from dayzero.matrix import Cell, Matrix, ModelCard
-from dayzero.workloads import Protocol, Workload, resolve, suites_dir
+from dayzero.spec.goldens import Golden, load_golden
+from dayzero.spec.matrix import Cell, Matrix, ModelCard
+from dayzero.spec.workloads import Protocol, Workload, resolve, suites_dir
 
 PROBES = "probes"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import dayzero
 from dayzero.errors import ConfigError
 from dayzero.evidence import slug
-from dayzero.matrix import load_matrix
+from dayzero.spec.matrix import load_matrix
 from dayzero.submission import antigaming, completeness, manifest, provenance, recompute, schema, signature
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.extract import DEFAULT_LIMITS, Limits, UnusableBundle, extract

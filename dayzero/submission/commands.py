@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from dayzero.errors import ConfigError
-from dayzero.matrix import load_matrix
+from dayzero.spec.matrix import load_matrix
 
 ALLOWED_SIGNERS = "submissions/allowed_signers"
 

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import jsonschema
 
-from dayzero import __version__, evidence, yamlfile
+from dayzero import __version__, evidence
 from dayzero.errors import DayzeroError
-from dayzero.matrix import Matrix
-from dayzero.recipe import digest
+from dayzero.spec import yamlfile
+from dayzero.spec.matrix import Matrix
+from dayzero.spec.recipe import digest
 from dayzero.submission.bundle import (
     MANIFEST,
     SCHEMA_VERSION,

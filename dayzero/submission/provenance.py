@@ -13,9 +13,9 @@ import re
 import shlex
 from collections.abc import Iterator
 
-from dayzero.matrix import Cell, Matrix
-from dayzero.recipe import PLACEHOLDER, digest, hosts_needed, templates
 from dayzero.redact import MASK, is_secret_name
+from dayzero.spec.matrix import Cell, Matrix
+from dayzero.spec.recipe import PLACEHOLDER, digest, hosts_needed, templates
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import known_cell
 from dayzero.submission.completeness import claimed_cells

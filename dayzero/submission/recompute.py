@@ -22,7 +22,7 @@ from dayzero.checks.accuracy import AccuracyGate, check_accuracy, load_eval
 from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
 from dayzero.checks.performance import Floor, Measurement, check_floor
 from dayzero.checks.speculative import AcceptanceRule, SpecCounters, check_acceptance, source_for
-from dayzero.phases import Endpoint, measure_workload
+from dayzero.run.phases import Endpoint, measure_workload
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import PROBES, CellView, Expected, Unrecomputable, views
 from dayzero.submission.findings import Finding, short

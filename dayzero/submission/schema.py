@@ -12,8 +12,8 @@ from typing import Any
 
 import jsonschema
 
-from dayzero import yamlfile
 from dayzero.evidence import slug
+from dayzero.spec import yamlfile
 from dayzero.submission.bundle import MANIFEST, SUBMISSION, Bundle, Reference, Subject, in_layout
 from dayzero.submission.findings import Finding, short
 

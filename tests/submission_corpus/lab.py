@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero import __version__
-from dayzero.matrix import Matrix, load_matrix
+from dayzero.spec.matrix import Matrix, load_matrix
 from dayzero.submission.bundle import Reference
 from dayzero.submission.check import check_bundle, harness_root, known_commit_in
 from dayzero.submission.pack import Harness, pack

@@ -1,6 +1,6 @@
 """A synthetic run of the embedded default's cells, made by the harness's own code paths.
 
-The measurement phases (`dayzero.phases.run_all`) run for real against a fake endpoint whose
+The measurement phases (`dayzero.run.phases.run_all`) run for real against a fake endpoint whose
 client answers with consistent raw records (golden texts for probes, exact output lengths, a
 fixed token rate), so the evidence claims exactly what the harness would claim from such records.
 That gives the checker's tests a valid bundle in a second, without an engine.
@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 from dayzero import __version__, evidence
-from dayzero.cellrun import launches_json
 from dayzero.checks.accuracy import load_eval
 from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
-from dayzero.goldens import load_golden
-from dayzero.inventory import Host
-from dayzero.matrix import Cell, Matrix
-from dayzero.phases import Endpoint, run_all
-from dayzero.recipe import render
-from dayzero.workloads import suites_dir
+from dayzero.run.cell import launches_json
+from dayzero.run.phases import Endpoint, run_all
+from dayzero.spec.goldens import load_golden
+from dayzero.spec.inventory import Host
+from dayzero.spec.matrix import Cell, Matrix
+from dayzero.spec.recipe import render
+from dayzero.spec.workloads import suites_dir
 
 ENGINE_VERSION = "llama.cpp synthetic build"
 TTFT_S = 0.040

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from dayzero import redact
 from dayzero.errors import ConfigError
-from dayzero.inventory import Host
-from dayzero.matrix import Cell, Matrix, ModelCard
-from dayzero.shell import exports, join
+from dayzero.spec.inventory import Host
+from dayzero.spec.matrix import Cell, Matrix, ModelCard
+from dayzero.spec.shell import exports, join
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 DIST_INIT_PORT = 20000

@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 from dayzero.errors import CommandTimeout
-from dayzero.inventory import Host
-from dayzero.transport.base import CommandResult, Transport
+from dayzero.lab.transport.base import CommandResult, Transport
+from dayzero.spec.inventory import Host
 
 
 class LocalTransport(Transport):

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero.errors import CommandTimeout, DeploymentError, InfrastructureError
+from dayzero.lab.transport import RemoteProcess, Transport
 from dayzero.loadgen import client_source
-from dayzero.recipe import Launch, Recipe
-from dayzero.shell import quote
-from dayzero.transport import RemoteProcess, Transport
+from dayzero.spec.recipe import Launch, Recipe
+from dayzero.spec.shell import quote
 
 log = logging.getLogger(__name__)
 PORT_GRACE = 10  # seconds a just-killed server may keep its port

@@ -52,10 +52,10 @@ from paramiko.common import cMSG_CHANNEL_REQUEST
 from paramiko.message import Message
 
 from dayzero.errors import CommandTimeout, ConfigError, InfrastructureError
-from dayzero.inventory import Host, Inventory
+from dayzero.lab.transport.base import CommandResult, Transport
 from dayzero.redact import redact as redact_secrets
-from dayzero.shell import quote
-from dayzero.transport.base import CommandResult, Transport
+from dayzero.spec.inventory import Host, Inventory
+from dayzero.spec.shell import quote
 
 log = logging.getLogger(__name__)
 

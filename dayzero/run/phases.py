@@ -1,6 +1,6 @@
 """The measurement phases of a cell run: performance floors, accuracy gate, speculative acceptance.
 
-`cellrun.measure` calls `run_all` once the deployment is ready. Every phase talks to the server
+`dayzero.run.cell.measure` calls `run_all` once the deployment is ready. Every phase talks to the server
 only through the host client (`Endpoint.client`), keeps the client's raw answer under a phase
 name (`Endpoint.keep`), and turns it into checks with the pure functions of `dayzero.checks`.
 The protocol (repetitions, prompts per concurrency, warm-up, client processes) comes from the
@@ -36,8 +36,8 @@ from dayzero.checks.speculative import (
     sglang_accept_length,
     source_for,
 )
-from dayzero.matrix import Cell, ModelCard
-from dayzero.workloads import Protocol, Workload, resolve
+from dayzero.spec.matrix import Cell, ModelCard
+from dayzero.spec.workloads import Protocol, Workload, resolve
 
 LOAD_TIMEOUT = 3600.0
 

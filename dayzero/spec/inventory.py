@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dayzero import yamlfile
 from dayzero.engine import cache_root
 from dayzero.errors import ConfigError
+from dayzero.spec import yamlfile
 
 CACHE_TOKEN = "${DAYZERO_CACHE}"
 

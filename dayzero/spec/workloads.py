@@ -24,10 +24,10 @@ from typing import Any
 
 import jsonschema
 
-from dayzero import yamlfile
 from dayzero.checks.performance import Compliance, SaturationLimits
 from dayzero.errors import ConfigError
-from dayzero.matrix import ModelCard
+from dayzero.spec import yamlfile
+from dayzero.spec.matrix import ModelCard
 
 WARMUP_OFFSET = 100_003  # warm-up prompts differ from measured ones, so no cache is pre-filled
 REPETITION_STRIDE = 7_919  # each repetition draws new prompts: a prompt cache must not help rep 2

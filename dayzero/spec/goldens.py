@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from dayzero import yamlfile
+from dayzero.spec import yamlfile
 
 
 @dataclass(frozen=True)

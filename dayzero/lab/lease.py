@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dayzero.errors import InfrastructureError
-from dayzero.inventory import Host
-from dayzero.shell import quote
-from dayzero.transport import Transport
+from dayzero.lab.transport import Transport
+from dayzero.spec.inventory import Host
+from dayzero.spec.shell import quote
 
 DEFAULT_TTL = 120
 

@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass, field
 
 from dayzero.errors import CommandTimeout, InfrastructureError
-from dayzero.matrix import Hardware
+from dayzero.lab.transport import Transport
 from dayzero.redact import redact
-from dayzero.shell import quote
-from dayzero.transport import Transport
+from dayzero.spec.matrix import Hardware
+from dayzero.spec.shell import quote
 
 MIN_DISK_GB = 2.0
 MIN_FREE_MEMORY_SHARE = 0.9  # accelerator memory another job holds would skew every number

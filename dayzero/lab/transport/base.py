@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero.errors import CommandTimeout, InfrastructureError
-from dayzero.inventory import Host
 from dayzero.redact import redact
-from dayzero.shell import exports, quote
+from dayzero.spec.inventory import Host
+from dayzero.spec.shell import exports, quote
 
 
 def group_alive(pgid: int) -> str:

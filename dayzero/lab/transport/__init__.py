@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dayzero.inventory import Host, Inventory
-from dayzero.transport.base import CommandResult, RemoteProcess, Transport
+from dayzero.lab.transport.base import CommandResult, RemoteProcess, Transport
+from dayzero.spec.inventory import Host, Inventory
 
 __all__ = ["CommandResult", "RemoteProcess", "Transport", "open_transport"]
 
 
 def open_transport(host: Host, inventory: Inventory | None = None) -> Transport:
     if host.transport == "local":
-        from dayzero.transport.local import LocalTransport
+        from dayzero.lab.transport.local import LocalTransport
 
         return LocalTransport(host)
-    from dayzero.transport.ssh import SSHTransport
+    from dayzero.lab.transport.ssh import SSHTransport
 
     return SSHTransport(host, inventory)

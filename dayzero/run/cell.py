@@ -22,19 +22,19 @@ from dayzero import __version__, evidence
 from dayzero.checks import CheckResult
 from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
 from dayzero.checks.performance import INVALID
-from dayzero.deploy import Deployment, run_client
 from dayzero.errors import DeploymentError, InfrastructureError
-from dayzero.goldens import Golden, load_golden, save_golden
-from dayzero.inventory import Host, Inventory
-from dayzero.lease import Lease, LeaseKeeper, acquire_all, release
-from dayzero.matrix import Cell, Matrix
-from dayzero.phases import Endpoint, run_all
-from dayzero.preflight import HostFacts, gather
-from dayzero.recipe import Recipe, hosts_needed, render
+from dayzero.lab.deploy import Deployment, run_client
+from dayzero.lab.lease import Lease, LeaseKeeper, acquire_all, release
+from dayzero.lab.preflight import HostFacts, gather
+from dayzero.lab.transport import Transport, open_transport
 from dayzero.redact import redact, redact_env, redact_tree
 from dayzero.report.allure_cell import attach_story, redact_file
-from dayzero.transport import Transport, open_transport
-from dayzero.workloads import suites_dir
+from dayzero.run.phases import Endpoint, run_all
+from dayzero.spec.goldens import Golden, load_golden, save_golden
+from dayzero.spec.inventory import Host, Inventory
+from dayzero.spec.matrix import Cell, Matrix
+from dayzero.spec.recipe import Recipe, hosts_needed, render
+from dayzero.spec.workloads import suites_dir
 
 
 def now_iso(timespec: str = "seconds") -> str:
@@ -214,7 +214,7 @@ def run_probes(ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: boo
 def measure(
     ctx: RunContext, cell: Cell, dep: Deployment, accelerators: int, checks: list[CheckResult]
 ) -> list[CheckResult]:
-    """Performance floors, accuracy gate and speculative acceptance (`dayzero.phases`), appended
+    """Performance floors, accuracy gate and speculative acceptance (`dayzero.run.phases`), appended
     to `checks` as they are made; raw client answers are kept under records/<phase>.json."""
     endpoint = Endpoint(
         url=dep.url,

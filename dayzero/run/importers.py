@@ -19,7 +19,7 @@ from pathlib import Path
 from dayzero.checks import CheckResult
 from dayzero.checks.performance import Floor, Measurement, check_floor, floors_for, summarize
 from dayzero.errors import ConfigError
-from dayzero.matrix import Cell, ModelCard
+from dayzero.spec.matrix import Cell, ModelCard
 
 SGLANG, VLLM = "sglang.bench_serving", "vllm bench serve"
 ANCHOR = 1.0  # peers keep no send times: every imported request starts at the same instant
@@ -199,7 +199,7 @@ def add_arguments(p) -> None:
 
 def cmd_import(args) -> int:
     """Print one line per floor; exit 0 when every compared floor passes, 1 otherwise."""
-    from dayzero.matrix import load_matrix
+    from dayzero.spec.matrix import load_matrix
 
     matrix = load_matrix(args.matrix)
     try:

@@ -20,7 +20,7 @@ from dayzero.errors import ConfigError
 
 @cache
 def schema(name: str) -> dict:
-    return json.loads(resources.files("dayzero.schemas").joinpath(f"{name}.schema.json").read_text())
+    return json.loads(resources.files("dayzero.spec.schemas").joinpath(f"{name}.schema.json").read_text())
 
 
 def format_path(parts) -> str:

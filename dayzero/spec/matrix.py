@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dayzero import yamlfile
 from dayzero.errors import ConfigError
+from dayzero.spec import yamlfile
 
 HARDWARE_FILE = "hardware.yaml"
 MODELS_DIR = "models"

@@ -1,0 +1,1 @@
+"""The lab's edge: transports to hosts, leases, preflight, deployments of rendered recipes."""
