@@ -120,9 +120,9 @@ def cmd_hosts_check(args) -> int:
     unfit = 0
     for host in inventory.hosts:
         engines = {
-            card.engine["name"]: card.engine["version_command"]
+            card.engine.name: card.engine.version_command
             for card in matrix.cards.values()
-            if host.hardware in card.data["hardware"] and card.engine.get("version_command")
+            if host.hardware in card.hardware and card.engine.version_command
         }
         try:
             with open_transport(host, inventory) as transport:

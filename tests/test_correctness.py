@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from dayzero.checks.correctness import (
-    GoldenPolicy,
     check_golden,
     check_probe,
     compare,
     printable_ratio,
     repetition_ratio,
 )
+from dayzero.spec.card import GoldenPolicy, Probe
 
 SINGLE = "The capital of France is Paris."
 BATCHED = "The capital of France is Paris, a city known for art."
@@ -48,7 +48,7 @@ def test_missing_golden_fails_and_says_so():
 
 
 def test_probe_expectations_printable_and_repetition():
-    probe = {"id": "capital", "prompt": "?", "expect_contains": ["Paris"]}
+    probe = Probe("capital", "?", expect_contains=("Paris",))
     assert check_probe(probe, SINGLE, None).passed
     assert "missing ['Paris']" in check_probe(probe, "Lyon.", None).message
     assert "request failed" in check_probe(probe, "", "HTTP 500").message

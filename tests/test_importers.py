@@ -14,7 +14,8 @@ import pytest
 
 from dayzero.cli import main
 from dayzero.run.importers import SGLANG, VLLM, detect, evaluate, parse, read_runs
-from dayzero.spec.matrix import Cell, ModelCard
+from dayzero.spec import card as model_card
+from dayzero.spec.matrix import Cell
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,8 +94,7 @@ VLLM_RUN = {
 
 
 def card():
-    return ModelCard(
-        "m",
+    return model_card.parse(
         ROOT / "m.yaml",
         {
             "model": "m",

@@ -7,20 +7,18 @@ import pytest
 from dayzero.checks.performance import (
     DEFINITIONS,
     INVALID,
-    Compliance,
-    Floor,
     Measurement,
-    SaturationLimits,
     check_floor,
     compliance_findings,
-    floors_for,
     percentile,
     saturation,
     spread,
     summarize,
     trailing_eos,
 )
-from dayzero.spec.matrix import Cell, ModelCard
+from dayzero.spec import card as model_card
+from dayzero.spec.card import Compliance, Floor, SaturationLimits, floors_for
+from dayzero.spec.matrix import Cell
 
 
 def record(i=0, send=100.0, ttft=0.1, gaps=(0.02,) * 9, tokens=None, max_tokens=10, **kw):
@@ -120,7 +118,7 @@ def card(floors):
         "modes": {"low_latency": {"concurrency": 1}, "high_throughput": {"concurrency": 4}},
         "floors": floors,
     }
-    return ModelCard("m", None, data)
+    return model_card.parse(None, data)
 
 
 def test_floors_expand_sweeps_and_normalise():

@@ -12,8 +12,6 @@ import pytest
 
 from dayzero.checks.performance import (
     INVALID,
-    Compliance,
-    Floor,
     check_floor,
     compliance_findings,
     saturation,
@@ -22,9 +20,11 @@ from dayzero.lab.deploy import run_client
 from dayzero.lab.transport.local import LocalTransport
 from dayzero.loadgen.stub import StubConfig, StubServer
 from dayzero.run.phases import Endpoint, measure_workload, run_speculative
+from dayzero.spec import card as model_card
+from dayzero.spec.card import Compliance, Floor, Protocol
 from dayzero.spec.inventory import Host
-from dayzero.spec.matrix import Cell, ModelCard
-from dayzero.spec.workloads import Protocol, load_workload
+from dayzero.spec.matrix import Cell
+from dayzero.spec.workloads import load_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "suites" / "workloads"
@@ -176,8 +176,7 @@ def test_a_server_stopping_early_fails_its_floor_however_fast():
 
 
 def test_acceptance_is_diffed_per_workload_from_metrics():
-    c = ModelCard(
-        "m",
+    c = model_card.parse(
         ROOT / "m.yaml",
         {
             "model": "m",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dayzero.checks.accuracy import AccuracyGate, check_accuracy, extract_answer, load_eval, request_for
+from dayzero.checks.accuracy import check_accuracy, extract_answer, load_eval, request_for
 from dayzero.checks.speculative import (
     SpecCounters,
     check_acceptance,
@@ -16,8 +16,10 @@ from dayzero.checks.speculative import (
     source_for,
 )
 from dayzero.errors import ConfigError
-from dayzero.spec.matrix import ModelCard, load_matrix
-from dayzero.spec.workloads import Protocol, load_workload, resolve
+from dayzero.spec import card as model_card
+from dayzero.spec.card import AccuracyGate, Protocol
+from dayzero.spec.matrix import load_matrix
+from dayzero.spec.workloads import load_workload, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "suites" / "workloads"
@@ -26,7 +28,7 @@ EVALS = ROOT / "suites" / "evals"
 
 def card(**data):
     base = {"model": "m", "engine": {"name": "llama.cpp"}, "modes": {"x": {"concurrency": 4}}}
-    return ModelCard("m", ROOT / "m.yaml", {**base, **data})
+    return model_card.parse(ROOT / "m.yaml", {**base, **data})
 
 
 def test_random_workload_has_exact_lengths_and_fixed_seeds():
@@ -90,14 +92,14 @@ def test_protocol_follows_the_field_unless_the_card_budgets_it():
     assert p.num_prompts(1) == 16 and p.num_prompts(8) == 40 and p.num_prompts(8, override=12) == 12
     assert p.warmup_requests(8) == 8 and p.repetitions == 3
     assert p.processes(64) == 1 and p.processes(600) == 3
-    q = Protocol.from_card(card(protocol={"repetitions": 1, "warmup": 20, "client_processes": 2}))
+    q = card(protocol={"repetitions": 1, "warmup": 20, "client_processes": 2}).protocol
     assert q.repetitions == 1 and q.warmup_requests(4) == 20 and q.processes(4) == 2
 
 
 def test_the_shipped_matrix_budgets_the_cpu_cells():
     matrix = load_matrix(ROOT / "matrix")
     c = matrix.cards["smollm2-135m"]
-    for name in c.data["workloads"]:
+    for name in c.workloads:
         resolve(c, name, WORKLOADS)  # every card workload loads
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dayzero.checks import FAILED, PASSED, CheckResult
 from dayzero.errors import ConfigError
-from dayzero.spec.matrix import Cell, ModelCard, matches
+from dayzero.spec.card import AccuracyGate
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 MARKED = re.compile(r"(?:####|answer is:?)\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
@@ -55,39 +55,6 @@ def load_eval(directory: Path, name: str) -> EvalSet:
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(path, where, f"not an eval item ({{id, question, answer}}): {exc}") from None
     return EvalSet(name, tuple(items), tuple(shots))
-
-
-@dataclass(frozen=True)
-class AccuracyGate:
-    eval: str
-    threshold: float
-    concurrency: int
-    limit: int | None = None
-    max_tokens: int = 24
-    style: str = "fewshot"  # fewshot: completion with worked examples; chat: one chat turn
-
-    @property
-    def name(self) -> str:
-        return f"accuracy:{self.eval}"
-
-
-def gates_for(card: ModelCard, cell: Cell) -> list[AccuracyGate]:
-    out = []
-    for rule in card.data.get("accuracy", []):
-        if not matches(rule.get("when", {}), cell):
-            continue
-        conc = rule.get("concurrency", "mode")
-        out.append(
-            AccuracyGate(
-                eval=rule["eval"],
-                threshold=float(rule["threshold"]),
-                concurrency=card.mode(cell.mode)["concurrency"] if conc == "mode" else int(conc),
-                limit=rule.get("limit"),
-                max_tokens=rule.get("max_tokens", 24),
-                style=rule.get("style", "fewshot"),
-            )
-        )
-    return out
 
 
 def request_for(evalset: EvalSet, item: EvalItem, gate: AccuracyGate) -> dict:

@@ -10,32 +10,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
-from dataclasses import dataclass
 
 from dayzero.checks import FAILED, PASSED, CheckResult
+from dayzero.spec.card import GoldenPolicy, Probe
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 PRINTABLE_MIN = 0.85
 REPETITION_MAX = 0.25
-
-
-@dataclass(frozen=True)
-class GoldenPolicy:
-    policy: str = "exact"
-    n: int = 8
-    min_ratio: float = 0.8
-
-    @classmethod
-    def from_card(cls, data: dict | None) -> GoldenPolicy:
-        return cls(**(data or {}))
-
-    def describe(self) -> str:
-        return {
-            "exact": "exact text",
-            "first_n_tokens": f"first {self.n} tokens",
-            "similarity": f"similarity >= {self.min_ratio}",
-            "contains": "golden text contained in output",
-        }[self.policy]
 
 
 def tokens(text: str) -> list[str]:
@@ -58,13 +39,13 @@ def repetition_ratio(text: str, n: int = 5) -> float:
     return Counter(grams).most_common(1)[0][1] / len(grams)
 
 
-def check_probe(probe: dict, text: str, error: str | None) -> CheckResult:
-    name = f"probe:{probe['id']}"
+def check_probe(probe: Probe, text: str, error: str | None) -> CheckResult:
+    name = f"probe:{probe.id}"
     problems = []
     if error:
         problems.append(f"request failed: {error}")
     else:
-        missing = [s for s in probe.get("expect_contains", []) if s not in text]
+        missing = [s for s in probe.expect_contains if s not in text]
         if missing:
             problems.append(f"missing {missing}")
         if (ratio := printable_ratio(text)) <= PRINTABLE_MIN:
@@ -77,7 +58,7 @@ def check_probe(probe: dict, text: str, error: str | None) -> CheckResult:
         FAILED if problems else PASSED,
         "; ".join(problems) or "ok",
         measured=text,
-        bound=probe.get("expect_contains", []),
+        bound=list(probe.expect_contains),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dayzero.checks import FAILED, PASSED, CheckResult
-from dayzero.spec.matrix import Cell, ModelCard, matches
+from dayzero.spec.card import THROUGHPUTS, Compliance, Floor, SaturationLimits
 
 INVALID = "invalid"  # the measurement cannot be trusted (client saturated): neither pass nor fail
 
@@ -36,9 +36,6 @@ DEFINITIONS = {
     "stats": "mean, median, p90, p99 (linear interpolation between closest ranks, as numpy), std",
 }
 LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms", "interactivity")
-THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
-NORMALISE = {"none": "", "per_accelerator": "_per_accelerator", "per_user": "_per_user"}
-DEFAULT_EOS = ("<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end|>")
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -141,16 +138,9 @@ def summarize(records: Sequence[Mapping], accelerators: int = 1, concurrency: in
 # --- the client's own health --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SaturationLimits:
-    """A client process busier than this is the bottleneck, so its numbers are not the server's."""
-
-    cpu_fraction: float = 0.9  # process CPU time / wall time (one event loop uses one core)
-    lag_p99_ms: float = 50.0  # event-loop lag: a 10 ms timer firing this late delays timestamps
-
-
-def saturation(answer: Mapping, limits: SaturationLimits = SaturationLimits()) -> list[str]:
+def saturation(answer: Mapping, limits: SaturationLimits | None = None) -> list[str]:
     """Findings that make a run invalid: one line per saturated client process."""
+    limits = limits or SaturationLimits()
     findings = []
     for proc in answer.get("procs") or ():
         wall = max(proc.get("wall_s") or 0.0, 1e-9)
@@ -177,23 +167,6 @@ def client_stats(answer: Mapping) -> dict:
 
 
 # --- anti-gaming --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Compliance:
-    """MLPerf's compliance ideas restated for HTTP serving (TEST06, TEST09)."""
-
-    length_tolerance: float = 0.10  # mean output within +-10% of the requested length
-    tokens_per_chunk_max: float = 1.0  # >1 where the engine streams several tokens per chunk
-    chunk_tolerance: float = 0.10
-    eos: tuple[str, ...] = DEFAULT_EOS
-
-    @classmethod
-    def from_card(cls, data: Mapping | None) -> Compliance:
-        data = dict(data or {})
-        if "eos" in data:
-            data["eos"] = tuple(data["eos"])
-        return cls(**data)
 
 
 def trailing_eos(text: str, eos: Iterable[str]) -> int:
@@ -252,62 +225,6 @@ def compliance_findings(records: Sequence[Mapping], exact_output: bool, rules: C
 
 
 # --- floors ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Floor:
-    """A bound on one metric of one workload at one concurrency, from the model card."""
-
-    metric: str
-    bound: float
-    concurrency: int
-    direction: str = "min"  # min: measured >= bound; max: measured <= bound
-    workload: str = "default"
-    normalise: str = "none"
-    max_tokens: int = 64  # output length of the default workload
-    num_prompts: int | None = None
-    repetitions: int | None = None
-
-    @property
-    def key(self) -> str:
-        """The summary key compared: metric plus normalisation suffix."""
-        suffix = NORMALISE[self.normalise]
-        return self.metric if self.metric.endswith(suffix) else self.metric + suffix
-
-    @property
-    def name(self) -> str:
-        return f"floor:{self.key}@{self.workload}/c{self.concurrency}"
-
-    # older cards and callers speak of `min`
-    @property
-    def min(self) -> float:
-        return self.bound
-
-
-def floors_for(card: ModelCard, cell: Cell) -> list[Floor]:
-    """The cell's floors; a list of concurrencies is a sweep and gives one floor per point."""
-    out = []
-    for rule in card.data.get("floors", []):
-        if not matches(rule.get("when", {}), cell):
-            continue
-        conc = rule["concurrency"]
-        points = conc if isinstance(conc, list) else [conc]
-        direction = "max" if "max" in rule else "min"
-        for point in points:
-            out.append(
-                Floor(
-                    metric=rule["metric"],
-                    bound=float(rule[direction]),
-                    direction=direction,
-                    concurrency=card.mode(cell.mode)["concurrency"] if point == "mode" else int(point),
-                    workload=rule.get("workload", "default"),
-                    normalise=rule.get("normalise", "none"),
-                    max_tokens=rule.get("max_tokens", 64),
-                    num_prompts=rule.get("num_prompts"),
-                    repetitions=rule.get("repetitions"),
-                )
-            )
-    return out
 
 
 def spread(values: Sequence[float]) -> dict:

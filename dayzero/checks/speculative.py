@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from dayzero.checks import FAILED, PASSED, CheckResult
-from dayzero.spec.matrix import Cell, ModelCard, matches
 
 PROMETHEUS = {
     # engine name in the model card -> (drafts, draft tokens, accepted tokens) counter names
@@ -106,31 +105,6 @@ def from_timings(records: Sequence[Mapping]) -> dict:
         "accepted": accepted,
         "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
     }
-
-
-@dataclass(frozen=True)
-class AcceptanceRule:
-    workloads: tuple[str, ...]
-    concurrency: int
-    num_prompts: int = 4
-    min_accept_length: dict[str, float] = field(default_factory=dict)
-
-
-def rules_for(card: ModelCard, cell: Cell) -> list[AcceptanceRule]:
-    out = []
-    for rule in card.data.get("speculative", []):
-        if not matches(rule.get("when", {}), cell):
-            continue
-        conc = rule.get("concurrency", "mode")
-        out.append(
-            AcceptanceRule(
-                workloads=tuple(rule["workloads"]),
-                concurrency=card.mode(cell.mode)["concurrency"] if conc == "mode" else int(conc),
-                num_prompts=rule.get("num_prompts", 4),
-                min_accept_length=dict(rule.get("min_accept_length") or {}),
-            )
-        )
-    return out
 
 
 def check_acceptance(

@@ -149,7 +149,7 @@ def rows(
     out = []
     for cell in matrix.cells:
         found = latest.get(cell.id)
-        engine_name = matrix.card(cell).engine["name"]
+        engine_name = matrix.card(cell).engine.name
         out.append(
             row_for(
                 matrix,

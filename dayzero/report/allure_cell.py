@@ -24,7 +24,8 @@ import allure
 
 from dayzero.redact import redact
 from dayzero.report import plots
-from dayzero.spec.matrix import Cell, ModelCard
+from dayzero.spec.card import ModelCard
+from dayzero.spec.matrix import Cell
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,8 @@ def label_cell(cell: Cell, card: ModelCard) -> None:
     allure.dynamic.title(cell.id)
     allure.dynamic.parameter("cell", cell.id)
     allure.dynamic.label("published", cell.published)
-    source = card.data.get("source")
-    if source:
-        allure.dynamic.link(source, name="recipe source")
+    if card.source:
+        allure.dynamic.link(card.source, name="recipe source")
     allure.dynamic.link(Path(card.path).resolve().as_uri(), name=f"model card {Path(card.path).name}")
 
 

@@ -20,7 +20,7 @@ import allure
 
 from dayzero import __version__, evidence
 from dayzero.checks import CheckResult
-from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
+from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.performance import INVALID
 from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.lab.deploy import Deployment, run_client
@@ -110,9 +110,9 @@ def preflight(ctx: RunContext, cell: Cell, host: Host) -> HostFacts:
     """Facts of a host for this cell's engine, gathered before every use: the previous cell may
     not have released its accelerator memory, a disk may have filled up."""
     engine = ctx.matrix.card(cell).engine
-    engines = {engine["name"]: engine["version_command"]} if engine.get("version_command") else {}
+    engines = {engine.name: engine.version_command} if engine.version_command else {}
     facts = gather(ctx.transport(host), ctx.matrix.hardware[cell.hardware], engines, ctx.inventory.secrets)
-    ctx.facts[f"{host.name}:{engine['name']}"] = facts
+    ctx.facts[f"{host.name}:{engine.name}"] = facts
     return facts
 
 
@@ -120,7 +120,7 @@ def host_record(ctx: RunContext, cell: Cell, lease: Lease, held: dict[str, str])
     """What evidence keeps of a host: its inventory claims, the facts preflight saw and when the
     cell held it (an audit of who had the host when, across workers and separate runs)."""
     host = lease.host
-    facts = ctx.facts.get(f"{host.name}:{ctx.matrix.card(cell).engine['name']}")
+    facts = ctx.facts.get(f"{host.name}:{ctx.matrix.card(cell).engine.name}")
     seen = {k: v for k, v in facts.__dict__.items() if k not in ("host", "problems")} if facts else {}
     return {
         "name": host.name,
@@ -180,21 +180,19 @@ def _attach_json(name: str, data) -> None:
 
 def run_probes(ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool) -> list[CheckResult]:
     card = ctx.matrix.card(cell)
-    probes = card.data.get("probes", [])
+    probes = card.probes
     if not probes:
         return []
     mode = card.mode(cell.mode)
-    policy = GoldenPolicy.from_card(mode.get("golden"))
+    policy = mode.golden
     # Exact goldens need one request at a time; other policies run at the mode's concurrency so
     # that batching is exercised the way users will meet it.
-    concurrency = 1 if policy.policy == "exact" else mode["concurrency"]
+    concurrency = 1 if policy.policy == "exact" else mode.concurrency
     spec = {
         "action": "requests",
         "url": dep.url,
         "concurrency": concurrency,
-        "requests": [
-            {"id": p["id"], "prompt": p["prompt"], "max_tokens": p.get("max_tokens", 32)} for p in probes
-        ],
+        "requests": [{"id": p.id, "prompt": p.prompt, "max_tokens": p.max_tokens} for p in probes],
     }
     answer = run_client(dep.endpoint_transport(), spec, timeout=600)
     records = answer["records"]
@@ -206,8 +204,8 @@ def run_probes(ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: boo
     if record_goldens:
         return checks
     for p in probes:
-        expected = golden.outputs.get(p["id"]) if golden else None
-        checks.append(check_golden(policy, p["id"], expected, texts[p["id"]]))
+        expected = golden.outputs.get(p.id) if golden else None
+        checks.append(check_golden(policy, p.id, expected, texts[p.id]))
     return checks
 
 
@@ -279,14 +277,14 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
             "rendered commands",
             allure.attachment_type.TEXT,
         )
-        version = ctx.facts[f"{hosts[0].name}:{card.engine['name']}"].engine_versions.get(
-            card.engine["name"], "unknown"
+        version = ctx.facts[f"{hosts[0].name}:{card.engine.name}"].engine_versions.get(
+            card.engine.name, "unknown"
         )
         dep = Deployment(
             recipe,
             {h.name: ctx.transport(h) for h in hosts},
             f"runs/{ctx.run_id}/{evidence.slug(cell.id)}",
-            health_path=card.engine.get("health_path", "/health"),
+            health_path=card.engine.health_path,
             ready_deadline=ctx.ready_deadline,
             heartbeats={lease.host.name: lease.heartbeat for lease in leases},
             heartbeat_timeout=ctx.heartbeat_timeout,
@@ -299,7 +297,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
             with allure.step("correctness: probes and goldens"):
                 checks += run_probes(ctx, cell, dep, record_goldens)
             if record_goldens:
-                policy = card.mode(cell.mode).get("golden") or {"policy": "exact"}
+                policy = card.mode(cell.mode).golden.to_json()
                 outputs = json.loads((records_dir(ctx, cell) / "records" / "probes.json").read_text())
                 save_golden(
                     ctx.goldens_dir,
@@ -373,7 +371,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
                 "digest": recipe.digest if recipe else "",
                 "launches": launches_json(recipe, ctx.inventory.secrets) if recipe else [],
             },
-            "engine": {"name": card.engine["name"], "version": version},
+            "engine": {"name": card.engine.name, "version": version},
             "hosts": [host_record(ctx, cell, lease, held) for lease in leases],
             "checks": [c.to_json() for c in checks],
             "records": sorted(

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero.checks import CheckResult
-from dayzero.checks.performance import Floor, Measurement, check_floor, floors_for, summarize
+from dayzero.checks.performance import Measurement, check_floor, summarize
 from dayzero.errors import ConfigError
-from dayzero.spec.matrix import Cell, ModelCard
+from dayzero.spec.card import Floor, ModelCard, floors_for
+from dayzero.spec.matrix import Cell
 
 SGLANG, VLLM = "sglang.bench_serving", "vllm bench serve"
 ANCHOR = 1.0  # peers keep no send times: every imported request starts at the same instant

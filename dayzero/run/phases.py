@@ -17,14 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from dayzero.checks import CheckResult
-from dayzero.checks.accuracy import check_accuracy, gates_for, load_eval, request_for
+from dayzero.checks.accuracy import check_accuracy, load_eval, request_for
 from dayzero.checks.performance import (
-    Floor,
     Measurement,
     check_floor,
     client_stats,
     compliance_findings,
-    floors_for,
     phase_name,
     saturation,
     summarize,
@@ -32,12 +30,12 @@ from dayzero.checks.performance import (
 from dayzero.checks.speculative import (
     check_acceptance,
     counters,
-    rules_for,
     sglang_accept_length,
     source_for,
 )
-from dayzero.spec.matrix import Cell, ModelCard
-from dayzero.spec.workloads import Protocol, Workload, resolve
+from dayzero.spec.card import Floor, ModelCard, Protocol, floors_for, gates_for, rules_for
+from dayzero.spec.matrix import Cell
+from dayzero.spec.workloads import Workload, resolve
 
 LOAD_TIMEOUT = 3600.0
 
@@ -142,7 +140,7 @@ def measure_workload(
 def run_performance(
     card: ModelCard, cell: Cell, ep: Endpoint, accelerators: int, suites: Path
 ) -> Iterator[CheckResult]:
-    protocol = Protocol.from_card(card)
+    protocol = card.protocol
     seen: dict[tuple[str, int], int] = {}
     for (name, concurrency, max_tokens, num_prompts, reps), floors in _group(floors_for(card, cell)).items():
         workload = resolve(card, name, suites / "workloads", max_tokens or 64)
@@ -191,7 +189,7 @@ def _read_counters(ep: Endpoint, kind: str, path: str):
 
 
 def run_speculative(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> Iterator[CheckResult]:
-    kind, path = source_for(card.engine.get("name", ""))
+    kind, path = source_for(card.engine.name)
     for rule in rules_for(card, cell):
         for name in rule.workloads:
             workload = resolve(card, name, suites / "workloads")

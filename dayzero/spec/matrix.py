@@ -6,13 +6,17 @@ Unknown references and duplicate cells are `ConfigError`s raised before any test
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-from dataclasses import dataclass, field
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dayzero.errors import ConfigError
+from dayzero.spec import card as model_card
 from dayzero.spec import yamlfile
+from dayzero.spec.card import ModelCard, as_names, matches
 
 HARDWARE_FILE = "hardware.yaml"
 MODELS_DIR = "models"
@@ -62,20 +66,6 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class ModelCard:
-    model: str
-    path: Path
-    data: dict[str, Any] = field(compare=False, repr=False)
-
-    @property
-    def engine(self) -> dict[str, Any]:
-        return self.data["engine"]
-
-    def mode(self, name: str) -> dict[str, Any]:
-        return self.data["modes"][name]
-
-
-@dataclass(frozen=True)
 class Matrix:
     root: Path
     hardware: dict[str, Hardware]
@@ -98,29 +88,25 @@ class Matrix:
         for hw in self.hardware.values():
             names[hw.name] = f"hardware {hw.display_name or hw.name} ({hw.vendor})"
         for card in self.cards.values():
-            names[card.model] = f"model {card.data.get('display_name', card.model)}"
-            for kind in ("modes", "strategies", "options"):
-                for name in card.data.get(kind) or {}:
-                    names.setdefault(name, f"{kind[:-1] if kind != 'strategies' else 'strategy'} {name}")
+            names[card.model] = f"model {card.display_name}"
+            for kind, kind_names in (
+                ("mode", card.modes),
+                ("strategy", card.strategies),
+                ("option", card.options),
+            ):
+                for name in kind_names:
+                    names.setdefault(name, f"{kind} {name}")
         return names
 
-
-def _names(value: str | list[str]) -> list[str]:
-    return [value] if isinstance(value, str) else list(value)
-
-
-def matches(when: dict[str, Any], cell: Cell) -> bool:
-    """Does a `when:` rule (unsupported, floors) select this cell? Every given key must match."""
-    for key, wanted in when.items():
-        if key == "nodes":
-            if cell.nodes != wanted:
-                return False
-        elif key == "option":
-            if not set(_names(wanted)) & set(cell.options):
-                return False
-        elif getattr(cell, key) not in _names(wanted):
-            return False
-    return True
+    def digest(self, cells: Iterable[Cell]) -> str:
+        """Hash of the model cards and hardware entries the cells come from, as written (floors,
+        probes, golden policies included: a card changed since a run is a different rulebook)."""
+        cells = list(cells)
+        payload = {
+            "hardware": {c.hardware: self.hardware[c.hardware].__dict__ for c in cells},
+            "cards": {c.model: self.card(c).raw for c in cells},
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def load_hardware(path: Path) -> dict[str, Hardware]:
@@ -170,7 +156,7 @@ def _validate_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> Non
             ("option", options),
         ):
             if key in rule["when"]:
-                _check_refs(path, ["unsupported", i, "when", key], _names(rule["when"][key]), known, key)
+                _check_refs(path, ["unsupported", i, "when", key], as_names(rule["when"][key]), known, key)
 
 
 def expand_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> list[Cell]:
@@ -217,8 +203,8 @@ def load_matrix(root: Path) -> Matrix:
             raise ConfigError(
                 path, "model", f"model {data['model']!r} is also declared in {cards[data['model']].path}"
             )
-        cards[data["model"]] = ModelCard(data["model"], path, data)
         cells.extend(expand_card(path, data, hardware))
+        cards[data["model"]] = model_card.parse(path, data)
     if not cards:
         raise ConfigError(root / MODELS_DIR, "", "no model cards (*.yaml) found")
     return Matrix(root, hardware, cards, tuple(cells))

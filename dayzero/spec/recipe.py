@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from dayzero import redact
 from dayzero.errors import ConfigError
+from dayzero.spec.card import ModelCard
 from dayzero.spec.inventory import Host
-from dayzero.spec.matrix import Cell, Matrix, ModelCard
+from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.shell import exports, join
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
@@ -115,7 +116,7 @@ def _secrets(temps: Sequence[RoleTemplate], card: ModelCard) -> dict[str, str]:
 
 def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
     """The cell's roles before any host is known: base recipe + hardware + mode + strategy + options."""
-    data = card.data
+    data = card.raw  # the templates, layered as written (typing them would restate the schema)
     hw = data["hardware"][cell.hardware]
     mode = data["modes"][cell.mode]
     base_port = data["recipe"].get("port", 8000)
@@ -141,7 +142,7 @@ def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
             argv += _strs(spec["args"])
         nodes = 1 if spec.get("colocate") or own else spec.get("nodes", cell.nodes)
         if nodes > 1:
-            argv += _strs(card.engine.get("multinode_args"))
+            argv += card.engine.multinode_args
         out.append(
             RoleTemplate(
                 role=name,
@@ -158,9 +159,9 @@ def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
 
 def digest(card: ModelCard, cell: Cell) -> str:
     payload = {
-        "engine": card.engine.get("name"),
-        "weights": card.data.get("weights"),
-        "vars": card.data.get("vars", {}),
+        "engine": card.engine.name,
+        "weights": card.weights,
+        "vars": card.vars,
         "roles": [t.__dict__ for t in templates(card, cell)],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:16]
@@ -210,7 +211,7 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
         for rank, host in enumerate(role_hosts):
             values = {
                 **shared,
-                **card.data.get("vars", {}),  # the card's defaults; the host's own vars win
+                **card.vars,  # the card's defaults; the host's own vars win
                 **host.var,
                 "host": host.address,
                 "port": str(t.port + port_offset),
@@ -219,8 +220,8 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
                 "dist_init_addr": f"{role_hosts[0].address}:{DIST_INIT_PORT + port_offset}",
                 "tp": str(sum(h.accelerators for h in role_hosts)),
             }
-            values["bind"] = _substitute(card.engine.get("bind", "0.0.0.0"), values, "engine.bind", card)
-            values["weights"] = _substitute(card.data.get("weights", ""), values, "weights", card)
+            values["bind"] = _substitute(card.engine.bind, values, "engine.bind", card)
+            values["weights"] = _substitute(card.weights or "", values, "weights", card)
             where = f"modes.{cell.mode} ({t.role})"
             launches.append(
                 Launch(

@@ -6,9 +6,8 @@ multi-turn agent sessions over a long shared prefix. A model card may refine one
 name (`workloads: {random-128-32: {from: random, isl: 128, osl: 32}}`). Building requests is
 pure: the same workload, count and repetition give the same requests on every machine.
 
-The protocol (card `protocol:`, overridable per floor) follows the field: warm-up of at least
-the concurrency, `num_prompts = 5 x concurrency` (at least 16), N repetitions of which the median
-is compared and the spread kept.
+How many of them a measurement sends, and how often, is the card's protocol
+(`dayzero.spec.card.Protocol`).
 """
 
 from __future__ import annotations
@@ -24,10 +23,9 @@ from typing import Any
 
 import jsonschema
 
-from dayzero.checks.performance import Compliance, SaturationLimits
 from dayzero.errors import ConfigError
 from dayzero.spec import yamlfile
-from dayzero.spec.matrix import ModelCard
+from dayzero.spec.card import ModelCard
 
 WARMUP_OFFSET = 100_003  # warm-up prompts differ from measured ones, so no cache is pre-filled
 REPETITION_STRIDE = 7_919  # each repetition draws new prompts: a prompt cache must not help rep 2
@@ -191,48 +189,9 @@ def load_workload(directory: Path, name: str, overrides: Mapping | None = None) 
 
 def resolve(card: ModelCard, name: str, directory: Path, max_tokens: int = 64) -> Workload:
     """A card's workload by name. `default` (floors without one): random, 128 in, max_tokens out."""
-    entries = card.data.get("workloads") or {}
+    entries = card.workloads
     if name in entries:
         return load_workload(directory, name, entries[name])
     if name == "default":
         return load_workload(directory, name, {"from": "random", "isl": DEFAULT_ISL, "osl": max_tokens})
     return load_workload(directory, name)
-
-
-# --- protocol ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Protocol:
-    repetitions: int = 3
-    prompts_per_concurrency: int = 5
-    min_prompts: int = 16
-    warmup: int | None = None  # warm-up requests; None: as many as the concurrency
-    client_processes: int | None = None  # None: auto (one per `per_process_concurrency`, more if saturated)
-    per_process_concurrency: int = 256
-    saturation: SaturationLimits = SaturationLimits()
-    compliance: Compliance = Compliance()
-
-    @classmethod
-    def from_card(cls, card: ModelCard) -> Protocol:
-        data = dict(card.data.get("protocol") or {})
-        if data.get("warmup") == "concurrency":
-            data["warmup"] = None
-        if data.get("client_processes") == "auto":
-            data["client_processes"] = None
-        data["saturation"] = SaturationLimits(**(data.get("saturation") or {}))
-        data["compliance"] = Compliance.from_card(data.get("compliance"))
-        return cls(**data)
-
-    def num_prompts(self, concurrency: int, override: int | None = None) -> int:
-        if override:
-            return override
-        return max(self.min_prompts, self.prompts_per_concurrency * concurrency)
-
-    def warmup_requests(self, concurrency: int) -> int:
-        return max(concurrency, self.warmup or 0)
-
-    def processes(self, concurrency: int) -> int:
-        if self.client_processes:
-            return self.client_processes
-        return max(1, math.ceil(concurrency / self.per_process_concurrency))

@@ -13,8 +13,8 @@ import datetime as dt
 from collections.abc import Iterator
 
 from dayzero.checks.accuracy import load_eval
-from dayzero.checks.correctness import GoldenPolicy
-from dayzero.checks.performance import Floor, output_tokens
+from dayzero.checks.performance import output_tokens
+from dayzero.spec.card import Floor
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import PROBES, CellView, Unrecomputable, views
 from dayzero.submission.findings import Finding, short
@@ -211,7 +211,7 @@ def check_probe_requests(s: Subject, ref: Reference) -> list[Finding]:
     """Probes ran as the card wrote them: same ids, same max_tokens (more tokens would be easier)."""
     out = []
     for view in views(s, ref):
-        probes = {p["id"]: p.get("max_tokens", 32) for p in view.card.data.get("probes", [])}
+        probes = {p.id: p.max_tokens for p in view.card.probes}
         try:
             rel, answer = view.answer(PROBES)
         except Unrecomputable:
@@ -225,8 +225,7 @@ def check_probe_requests(s: Subject, ref: Reference) -> list[Finding]:
             )
         # As cellrun runs them: one at a time for exact goldens, else at the mode's concurrency.
         mode = view.card.mode(view.cell.mode)
-        exact = GoldenPolicy.from_card(mode.get("golden")).policy == "exact"
-        allowed = 1 if exact else mode["concurrency"]
+        allowed = 1 if mode.golden.policy == "exact" else mode.concurrency
         if (peak := max_in_flight(answer["records"])) > allowed:
             out.append(
                 Finding(rel, "antigaming.concurrency", f"{peak} probes in flight", f"at most {allowed}")

@@ -13,13 +13,21 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from dayzero.checks import CheckResult
-from dayzero.checks.accuracy import AccuracyGate, gates_for
-from dayzero.checks.performance import Floor, floors_for, phase_name
-from dayzero.checks.speculative import AcceptanceRule, rules_for
+from dayzero.checks.performance import phase_name
 from dayzero.evidence import slug
+from dayzero.spec.card import (
+    AcceptanceRule,
+    AccuracyGate,
+    Floor,
+    ModelCard,
+    Protocol,
+    floors_for,
+    gates_for,
+    rules_for,
+)
 from dayzero.spec.goldens import Golden, load_golden
-from dayzero.spec.matrix import Cell, Matrix, ModelCard
-from dayzero.spec.workloads import Protocol, Workload, resolve, suites_dir
+from dayzero.spec.matrix import Cell, Matrix
+from dayzero.spec.workloads import Workload, resolve, suites_dir
 
 PROBES = "probes"
 
@@ -77,7 +85,7 @@ class CellView:
 
     @cached_property
     def protocol(self) -> Protocol:
-        return Protocol.from_card(self.card)
+        return self.card.protocol
 
     def floors(self) -> list[Floor]:
         return floors_for(self.card, self.cell)

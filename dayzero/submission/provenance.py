@@ -7,8 +7,6 @@ system description and the model card; the harness with a clean checkout of a kn
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -27,12 +25,7 @@ SUBMISSION_FILE = "submission.json"
 def matrix_digest(matrix: Matrix, cell_ids) -> str:
     """Hash of the model cards and hardware entries the claimed cells come from (floors, probes,
     goldens policies included: a card changed since the run is a different rulebook)."""
-    cells = [c for c in (known_cell(matrix, i) for i in cell_ids) if c is not None]
-    payload = {
-        "hardware": {c.hardware: matrix.hardware[c.hardware].__dict__ for c in cells},
-        "cards": {c.model: matrix.card(c).data for c in cells},
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    return matrix.digest(c for c in (known_cell(matrix, i) for i in cell_ids) if c is not None)
 
 
 def _cells(s: Subject, ref: Reference) -> Iterator[tuple[str, dict, Cell]]:
@@ -240,13 +233,13 @@ def check_engine(s: Subject, ref: Reference) -> list[Finding]:
     for name, doc, cell in _cells(s, ref):
         card = ref.matrix.card(cell)
         engine = doc["engine"]
-        if engine["name"] != card.engine["name"]:
+        if engine["name"] != card.engine.name:
             out.append(
                 Finding(
                     name,
                     "provenance.engine",
                     f"engine {short(engine['name'])}",
-                    f"{card.engine['name']} (model card)",
+                    f"{card.engine.name} (model card)",
                 )
             )
         for h in doc["hosts"]:
@@ -278,7 +271,7 @@ def check_engine(s: Subject, ref: Reference) -> list[Finding]:
                 )
             )
             continue
-        image = (card.data["hardware"].get(cell.hardware) or {}).get("image")
+        image = card.hardware[cell.hardware].image
         if image:
             want_name, want_pin = _image_parts(image)
             got_name, got_pin = _image_parts(described[0]["image"])

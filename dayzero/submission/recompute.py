@@ -18,11 +18,12 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 
 from dayzero.checks import CheckResult
-from dayzero.checks.accuracy import AccuracyGate, check_accuracy, load_eval
-from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
-from dayzero.checks.performance import Floor, Measurement, check_floor
-from dayzero.checks.speculative import AcceptanceRule, SpecCounters, check_acceptance, source_for
+from dayzero.checks.accuracy import check_accuracy, load_eval
+from dayzero.checks.correctness import check_golden, check_probe
+from dayzero.checks.performance import Measurement, check_floor
+from dayzero.checks.speculative import SpecCounters, check_acceptance, source_for
 from dayzero.run.phases import Endpoint, measure_workload
+from dayzero.spec.card import AcceptanceRule, AccuracyGate, Floor, Probe
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import PROBES, CellView, Expected, Unrecomputable, views
 from dayzero.submission.findings import Finding, short
@@ -40,24 +41,24 @@ def accelerators(doc: dict) -> int:
     return sum(counts)
 
 
-def _probe_record(view: CellView, probe: dict) -> dict:
+def _probe_record(view: CellView, probe: Probe) -> dict:
     rel, answer = view.answer(PROBES)
     for record in answer["records"]:
-        if record["id"] == probe["id"]:
+        if record["id"] == probe.id:
             return record
-    raise Unrecomputable(rel, f"no record for probe {probe['id']}")
+    raise Unrecomputable(rel, f"no record for probe {probe.id}")
 
 
-def probe_result(view: CellView, probe: dict) -> CheckResult:
+def probe_result(view: CellView, probe: Probe) -> CheckResult:
     record = _probe_record(view, probe)
     return check_probe(probe, record.get("text") or "", record.get("error"))
 
 
-def golden_result(view: CellView, probe: dict) -> CheckResult:
+def golden_result(view: CellView, probe: Probe) -> CheckResult:
     record = _probe_record(view, probe)
-    policy = GoldenPolicy.from_card(view.card.mode(view.cell.mode).get("golden"))
-    expected = view.golden.outputs.get(probe["id"]) if view.golden else None
-    return check_golden(policy, probe["id"], expected, record.get("text") or "")
+    policy = view.card.mode(view.cell.mode).golden
+    expected = view.golden.outputs.get(probe.id) if view.golden else None
+    return check_golden(policy, probe.id, expected, record.get("text") or "")
 
 
 def floor_answers(view: CellView, floor: Floor) -> list[tuple[str, dict]]:
@@ -131,7 +132,7 @@ def _counters(value):
 def speculative_result(view: CellView, rule: AcceptanceRule, workload: str) -> CheckResult:
     _, answer = view.answer(f"spec-{workload}")
     counters = answer.get("counters") or {}
-    kind = source_for(view.card.engine.get("name", ""))[0]
+    kind = source_for(view.card.engine.name)[0]
     return check_acceptance(
         workload,
         view.workload(workload).tag,
@@ -145,9 +146,9 @@ def speculative_result(view: CellView, rule: AcceptanceRule, workload: str) -> C
 
 def expected_checks(view: CellView) -> list[Expected]:
     """Every check the matrix requires of this cell (as `cellrun` and `phases` name them)."""
-    probes = view.card.data.get("probes", [])
-    out = [Expected(f"probe:{p['id']}", partial(probe_result, view, p)) for p in probes]
-    out += [Expected(f"golden:{p['id']}", partial(golden_result, view, p)) for p in probes]
+    probes = view.card.probes
+    out = [Expected(f"probe:{p.id}", partial(probe_result, view, p)) for p in probes]
+    out += [Expected(f"golden:{p.id}", partial(golden_result, view, p)) for p in probes]
     out += [Expected(floor.name, partial(floor_result, view, floor)) for floor in view.floors()]
     out += [Expected(gate.name, partial(accuracy_result, view, gate)) for gate in view.gates()]
     out += [

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dayzero import __version__, evidence
 from dayzero.checks.accuracy import load_eval
-from dayzero.checks.correctness import GoldenPolicy, check_golden, check_probe
+from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.run.cell import launches_json
 from dayzero.run.phases import Endpoint, run_all
 from dayzero.spec.goldens import load_golden
@@ -151,8 +151,8 @@ class FakeClient:
 def known_answers(card, suites: Path) -> dict[str, str]:
     """The eval sets' answers, so the synthetic server passes its accuracy gates."""
     out = {}
-    for rule in card.data.get("accuracy", []):
-        for item in load_eval(suites / "evals", rule["eval"]).items:
+    for rule in card.accuracy:
+        for item in load_eval(suites / "evals", rule.item.eval).items:
             out[item.id] = f" {item.answer}"
     return out
 
@@ -163,7 +163,7 @@ def run_cell(
     """Write one cell's raw records, log and evidence under `reports`, as cellrun would."""
     card = matrix.card(cell)
     golden = load_golden(goldens, cell.id)
-    probes = card.data.get("probes", [])
+    probes = card.probes
     suites = suites_dir(goldens, matrix.root)
     texts = {**known_answers(card, suites), **(golden.outputs if golden else {})}
     client = FakeClient(start, texts, itl_s)
@@ -179,17 +179,15 @@ def run_cell(
         {
             "action": "load",
             "concurrency": 1,
-            "requests": [
-                {"id": p["id"], "kind": "chat", "max_tokens": p.get("max_tokens", 32)} for p in probes
-            ],
+            "requests": [{"id": p.id, "kind": "chat", "max_tokens": p.max_tokens} for p in probes],
         },
         60,
     )
     keep("probes", probe_answer)
     by_id = {r["id"]: r for r in probe_answer["records"]}
-    checks = [check_probe(p, by_id[p["id"]]["text"], None) for p in probes]
-    policy = GoldenPolicy.from_card(card.mode(cell.mode).get("golden"))
-    checks += [check_golden(policy, p["id"], texts.get(p["id"]), by_id[p["id"]]["text"]) for p in probes]
+    checks = [check_probe(p, by_id[p.id]["text"], None) for p in probes]
+    policy = card.mode(cell.mode).golden
+    checks += [check_golden(policy, p.id, texts.get(p.id), by_id[p.id]["text"]) for p in probes]
     ep = Endpoint(
         url="http://127.0.0.1:18080",
         client=client,
@@ -221,7 +219,7 @@ def run_cell(
             "harness_version": __version__,
         },
         "recipe": {"digest": recipe.digest, "launches": launches_json(recipe, ())},
-        "engine": {"name": card.engine["name"], "version": ENGINE_VERSION},
+        "engine": {"name": card.engine.name, "version": ENGINE_VERSION},
         "hosts": [
             {
                 "name": HOST.name,
@@ -230,7 +228,7 @@ def run_cell(
                 "facts": {
                     "reachable": True,
                     "cpus": 2,
-                    "engine_versions": {card.engine["name"]: ENGINE_VERSION},
+                    "engine_versions": {card.engine.name: ENGINE_VERSION},
                 },
             }
         ],

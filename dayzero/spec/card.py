@@ -1,0 +1,417 @@
+"""The model card as typed data: parsed and checked once, when the matrix loads.
+
+`parse` turns a card that passed its JSON schema into frozen dataclasses (engine, modes, probes,
+floors, accuracy gates, speculative rules, protocol, golden policies) and rejects what a schema
+cannot say (a normalisation on a latency, a bound for a workload the rule does not run), naming
+the file, the field and its line. Every reader of a card reads these types; the recipe renderer
+(`dayzero.spec.recipe`) alone reads the raw argv/env templates (`ModelCard.raw`), since they are
+layered and hashed as written.
+
+A rule with `when:` applies to the cells it selects (`matches`); its `concurrency` is a number,
+`mode` (the cell's mode's) or, for floors, a list (a sweep: one floor per point). `floors_for`,
+`gates_for` and `rules_for` give what one cell must meet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from dayzero.errors import ConfigError
+from dayzero.spec import yamlfile
+
+if TYPE_CHECKING:
+    from dayzero.spec.matrix import Cell
+
+MODE = "mode"  # a concurrency of "mode": the cell's mode's
+THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
+NORMALISE = {"none": "", "per_accelerator": "_per_accelerator", "per_user": "_per_user"}
+DEFAULT_EOS = ("<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end|>")
+GOLDEN_FIELDS = {"exact": (), "first_n_tokens": ("n",), "similarity": ("min_ratio",), "contains": ()}
+
+
+# --- what a cell's server is and how it is reached --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    version_command: str | None = None  # run by preflight on every host; None: version unknown
+    health_path: str = "/health"
+    bind: str = "0.0.0.0"  # address the server binds: a literal or {host}
+    multinode_args: tuple[str, ...] = ()  # added to every role that spans more than one node
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A card's entry for one hardware: nodes one replica needs and the image it runs."""
+
+    nodes: int = 1
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class GoldenPolicy:
+    """How probe output is compared with its golden: batching changes greedy output."""
+
+    policy: str = "exact"
+    n: int = 8
+    min_ratio: float = 0.8
+
+    def describe(self) -> str:
+        return {
+            "exact": "exact text",
+            "first_n_tokens": f"first {self.n} tokens",
+            "similarity": f"similarity >= {self.min_ratio}",
+            "contains": "golden text contained in output",
+        }[self.policy]
+
+    def to_json(self) -> dict:
+        """As a golden file keeps it: the policy and the parameter it uses."""
+        return {"policy": self.policy, **{k: getattr(self, k) for k in GOLDEN_FIELDS[self.policy]}}
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    concurrency: int
+    description: str = ""
+    golden: GoldenPolicy = GoldenPolicy()
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    prompt: str
+    max_tokens: int = 32
+    expect_contains: tuple[str, ...] = ()
+
+
+# --- how performance is measured ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SaturationLimits:
+    """A client process busier than this is the bottleneck, so its numbers are not the server's."""
+
+    cpu_fraction: float = 0.9  # process CPU time / wall time (one event loop uses one core)
+    lag_p99_ms: float = 50.0  # event-loop lag: a 10 ms timer firing this late delays timestamps
+
+
+@dataclass(frozen=True)
+class Compliance:
+    """MLPerf's compliance ideas restated for HTTP serving (TEST06, TEST09)."""
+
+    length_tolerance: float = 0.10  # mean output within +-10% of the requested length
+    tokens_per_chunk_max: float = 1.0  # >1 where the engine streams several tokens per chunk
+    chunk_tolerance: float = 0.10
+    eos: tuple[str, ...] = DEFAULT_EOS
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The field's protocol: warm-up >= concurrency, 5 x concurrency prompts (at least 16), the
+    median of N repetitions compared; a card budgets it to its hardware."""
+
+    repetitions: int = 3
+    prompts_per_concurrency: int = 5
+    min_prompts: int = 16
+    warmup: int | None = None  # warm-up requests; None: as many as the concurrency
+    client_processes: int | None = None  # None: auto (one per `per_process_concurrency`, more if saturated)
+    per_process_concurrency: int = 256
+    saturation: SaturationLimits = SaturationLimits()
+    compliance: Compliance = Compliance()
+
+    def num_prompts(self, concurrency: int, override: int | None = None) -> int:
+        if override:
+            return override
+        return max(self.min_prompts, self.prompts_per_concurrency * concurrency)
+
+    def warmup_requests(self, concurrency: int) -> int:
+        return max(concurrency, self.warmup or 0)
+
+    def processes(self, concurrency: int) -> int:
+        if self.client_processes:
+            return self.client_processes
+        return max(1, math.ceil(concurrency / self.per_process_concurrency))
+
+
+# --- what a cell must meet ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Floor:
+    """A bound on one metric of one workload at one concurrency, from the model card."""
+
+    metric: str
+    bound: float
+    concurrency: int
+    direction: str = "min"  # min: measured >= bound; max: measured <= bound
+    workload: str = "default"
+    normalise: str = "none"
+    max_tokens: int = 64  # output length of the default workload
+    num_prompts: int | None = None
+    repetitions: int | None = None
+
+    @property
+    def key(self) -> str:
+        """The summary key compared: metric plus normalisation suffix."""
+        suffix = NORMALISE[self.normalise]
+        return self.metric if self.metric.endswith(suffix) else self.metric + suffix
+
+    @property
+    def name(self) -> str:
+        return f"floor:{self.key}@{self.workload}/c{self.concurrency}"
+
+    # older cards and callers speak of `min`
+    @property
+    def min(self) -> float:
+        return self.bound
+
+
+@dataclass(frozen=True)
+class AccuracyGate:
+    eval: str
+    threshold: float
+    concurrency: int
+    limit: int | None = None
+    max_tokens: int = 24
+    style: str = "fewshot"  # fewshot: completion with worked examples; chat: one chat turn
+
+    @property
+    def name(self) -> str:
+        return f"accuracy:{self.eval}"
+
+
+@dataclass(frozen=True)
+class AcceptanceRule:
+    """Speculative acceptance length to report (and bound, per workload) for the cells selected."""
+
+    workloads: tuple[str, ...]
+    concurrency: int
+    num_prompts: int = 4
+    min_accept_length: dict[str, float] = field(default_factory=dict)
+
+
+T = TypeVar("T", Floor, AccuracyGate, AcceptanceRule)
+
+
+@dataclass(frozen=True)
+class Rule(Generic[T]):
+    """A card entry for the cells `when` selects, at each concurrency point (`mode`: the mode's)."""
+
+    item: T  # its concurrency is set per cell
+    points: tuple[int | str, ...]
+    when: Mapping[str, Any] = field(default_factory=dict)
+
+
+# --- the card ----------------------------------------------------------------------------------------
+
+
+def _aside(**kw):
+    """A field equality and repr leave out: a card is known by its model and file."""
+    return field(compare=False, repr=False, **kw)
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    model: str
+    path: Path
+    engine: Engine = _aside(default=Engine(""))
+    display_name: str = _aside(default="")
+    source: str | None = _aside(default=None)
+    weights: str | None = _aside(default=None)
+    vars: Mapping[str, str] = _aside(default_factory=dict)
+    hardware: Mapping[str, Placement] = _aside(default_factory=dict)
+    modes: Mapping[str, Mode] = _aside(default_factory=dict)
+    strategies: tuple[str, ...] = _aside(default=())
+    options: tuple[str, ...] = _aside(default=())
+    probes: tuple[Probe, ...] = _aside(default=())
+    protocol: Protocol = _aside(default=Protocol())
+    workloads: Mapping[str, Mapping[str, Any]] = _aside(default_factory=dict)  # refinements, by name
+    floors: tuple[Rule[Floor], ...] = _aside(default=())
+    accuracy: tuple[Rule[AccuracyGate], ...] = _aside(default=())
+    speculative: tuple[Rule[AcceptanceRule], ...] = _aside(default=())
+    raw: Mapping[str, Any] = _aside(default_factory=dict)  # the file as written: recipe templates, digests
+
+    def mode(self, name: str) -> Mode:
+        return self.modes[name]
+
+
+def as_names(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def matches(when: Mapping[str, Any], cell: Cell) -> bool:
+    """Does a `when:` rule (unsupported, floors, gates) select this cell? Every given key must match."""
+    for key, wanted in when.items():
+        if key == "nodes":
+            if cell.nodes != wanted:
+                return False
+        elif key == "option":
+            if not set(as_names(wanted)) & set(cell.options):
+                return False
+        elif getattr(cell, key) not in as_names(wanted):
+            return False
+    return True
+
+
+def _select(card: ModelCard, rules: tuple[Rule[T], ...], cell: Cell) -> list[T]:
+    out = []
+    for rule in rules:
+        if matches(rule.when, cell):
+            for point in rule.points:
+                conc = card.mode(cell.mode).concurrency if point == MODE else int(point)
+                out.append(replace(rule.item, concurrency=conc))
+    return out
+
+
+def floors_for(card: ModelCard, cell: Cell) -> list[Floor]:
+    """The cell's floors; a list of concurrencies is a sweep and gives one floor per point."""
+    return _select(card, card.floors, cell)
+
+
+def gates_for(card: ModelCard, cell: Cell) -> list[AccuracyGate]:
+    return _select(card, card.accuracy, cell)
+
+
+def rules_for(card: ModelCard, cell: Cell) -> list[AcceptanceRule]:
+    return _select(card, card.speculative, cell)
+
+
+# --- parsing --------------------------------------------------------------------------------------------
+
+
+def _fail(path: Path | None, parts: list, message: str):
+    line = yamlfile.line_of(path, parts) if path else None
+    raise ConfigError(
+        path or "<model card>", yamlfile.format_path(parts), message + (f" (line {line})" if line else "")
+    )
+
+
+def _golden(data: Mapping | None) -> GoldenPolicy:
+    return GoldenPolicy(**(data or {}))
+
+
+def _protocol(data: Mapping | None) -> Protocol:
+    data = dict(data or {})
+    if data.get("warmup") == "concurrency":
+        data["warmup"] = None
+    if data.get("client_processes") == "auto":
+        data["client_processes"] = None
+    data["saturation"] = SaturationLimits(**(data.get("saturation") or {}))
+    compliance = dict(data.get("compliance") or {})
+    if "eos" in compliance:
+        compliance["eos"] = tuple(compliance["eos"])
+    data["compliance"] = Compliance(**compliance)
+    return Protocol(**data)
+
+
+def _points(value) -> tuple[int | str, ...]:
+    return tuple(value) if isinstance(value, list) else (value,)
+
+
+def _floor(path: Path | None, i: int, rule: Mapping) -> Rule[Floor]:
+    direction = "max" if "max" in rule else "min"
+    floor = Floor(
+        metric=rule["metric"],
+        bound=float(rule[direction]),
+        concurrency=0,
+        direction=direction,
+        workload=rule.get("workload", "default"),
+        normalise=rule.get("normalise", "none"),
+        max_tokens=rule.get("max_tokens", 64),
+        num_prompts=rule.get("num_prompts"),
+        repetitions=rule.get("repetitions"),
+    )
+    suffix = NORMALISE[floor.normalise]
+    if suffix and floor.metric not in THROUGHPUTS and not floor.metric.endswith(suffix):
+        _fail(
+            path,
+            ["floors", i, "normalise"],
+            f"{floor.normalise} applies to a throughput ({', '.join(THROUGHPUTS)}), not to {floor.metric!r}",
+        )
+    return Rule(floor, _points(rule["concurrency"]), rule.get("when", {}))
+
+
+def _gate(rule: Mapping) -> Rule[AccuracyGate]:
+    gate = AccuracyGate(
+        eval=rule["eval"],
+        threshold=float(rule["threshold"]),
+        concurrency=0,
+        limit=rule.get("limit"),
+        max_tokens=rule.get("max_tokens", 24),
+        style=rule.get("style", "fewshot"),
+    )
+    return Rule(gate, _points(rule.get("concurrency", MODE)), rule.get("when", {}))
+
+
+def _speculative(path: Path | None, i: int, rule: Mapping) -> Rule[AcceptanceRule]:
+    bounds = dict(rule.get("min_accept_length") or {})
+    for name in bounds:
+        if name not in rule["workloads"]:
+            _fail(
+                path,
+                ["speculative", i, "min_accept_length", name],
+                f"a bound for workload {name!r}, which this rule does not run; "
+                f"expected one of {list(rule['workloads'])}",
+            )
+    accept = AcceptanceRule(
+        workloads=tuple(rule["workloads"]),
+        concurrency=0,
+        num_prompts=rule.get("num_prompts", 4),
+        min_accept_length=bounds,
+    )
+    return Rule(accept, _points(rule.get("concurrency", MODE)), rule.get("when", {}))
+
+
+def _engine(path: Path | None, data: Mapping) -> Engine:
+    engine = Engine(
+        name=data["name"],
+        version_command=data.get("version_command"),
+        health_path=data.get("health_path", "/health"),
+        bind=data.get("bind", "0.0.0.0"),
+        multinode_args=tuple(str(a) for a in data.get("multinode_args") or ()),
+    )
+    if not engine.health_path.startswith("/"):
+        _fail(
+            path, ["engine", "health_path"], f"expected a path starting with '/', got {engine.health_path!r}"
+        )
+    return engine
+
+
+def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
+    """A card from its file's data (already valid against the `model_card` schema)."""
+    modes = {
+        name: Mode(name, m["concurrency"], m.get("description", ""), _golden(m.get("golden")))
+        for name, m in (data.get("modes") or {}).items()
+    }
+    return ModelCard(
+        model=data["model"],
+        path=path,
+        engine=_engine(path, data["engine"]),
+        display_name=data.get("display_name", data["model"]),
+        source=data.get("source"),
+        weights=data.get("weights"),
+        vars=dict(data.get("vars") or {}),
+        hardware={
+            name: Placement(h.get("nodes", 1), h.get("image"))
+            for name, h in (data.get("hardware") or {}).items()
+        },
+        modes=modes,
+        strategies=tuple(data.get("strategies") or ()),
+        options=tuple(data.get("options") or ()),
+        probes=tuple(
+            Probe(p["id"], p["prompt"], p.get("max_tokens", 32), tuple(p.get("expect_contains", ())))
+            for p in data.get("probes") or ()
+        ),
+        protocol=_protocol(data.get("protocol")),
+        workloads=dict(data.get("workloads") or {}),
+        floors=tuple(_floor(path, i, r) for i, r in enumerate(data.get("floors") or ())),
+        accuracy=tuple(_gate(r) for r in data.get("accuracy") or ()),
+        speculative=tuple(_speculative(path, i, r) for i, r in enumerate(data.get("speculative") or ())),
+        raw=data,
+    )
