@@ -190,18 +190,29 @@ class Deployment:
         return self.transports[started.launch.host].tail(started.process.log_path, lines)
 
     def stop(self) -> None:
-        """Kill every process group started here; never raises, so it is safe on every exit path."""
+        """Kill every process group started here, servers before their watchdogs.
+
+        Safe on every exit path: an infrastructure error is logged and the next group is still
+        killed, and an interrupt (Ctrl-C, SIGTERM) that lands mid-teardown is held until every
+        group has been killed, then re-raised: a server must never outlive its watchdog."""
+        interrupted: BaseException | None = None
         while self.started:
             s = self.started.pop()
-            try:
-                if s.watchdog:
-                    self.transports[s.launch.host].kill(s.watchdog, grace=0)
-                self.transports[s.launch.host].kill(s.process)
-                self.on_event(f"stopped {s.launch.role}[{s.launch.rank}] on {s.launch.host}")
-            except (InfrastructureError, CommandTimeout, OSError) as exc:
-                log.warning("could not stop %s on %s: %s", s.launch.role, s.launch.host, exc)
-            finally:
-                self.stopped.append(s)
+            steps = [(s.launch.role, s.process, 10.0)]
+            if s.watchdog:
+                steps.append((f"{s.launch.role} watchdog", s.watchdog, 0.0))
+            for what, process, grace in steps:
+                try:
+                    self.transports[s.launch.host].kill(process, grace=grace)
+                except (InfrastructureError, CommandTimeout, OSError) as exc:
+                    log.warning("could not stop %s on %s: %s", what, s.launch.host, exc)
+                except BaseException as exc:  # noqa: BLE001 - re-raised once every group is killed
+                    interrupted = interrupted or exc
+                    self._best_effort(lambda p=process, h=s.launch.host: self.transports[h].kill(p, grace=0))
+            self.stopped.append(s)
+            self.on_event(f"stopped {s.launch.role}[{s.launch.rank}] on {s.launch.host}")
+        if interrupted is not None:
+            raise interrupted
 
     def collect_logs(self, dest: Path) -> list[Path]:
         """Copy every role's log to `dest` (after stop, so the logs are complete)."""

@@ -21,6 +21,7 @@ import random
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -108,6 +109,7 @@ def owner_record(run_id: str, cell_id: str, worker: str) -> dict:
         "run_id": run_id,
         "worker": worker,
         "cell": cell_id,
+        "token": uuid.uuid4().hex,  # one claim, even for two workers of one run on one cell
     }
 
 

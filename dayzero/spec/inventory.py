@@ -25,7 +25,7 @@ class Host:
     accelerators: int = 1
     labels: tuple[str, ...] = ()
     workdir: str = "/tmp/dayzero"
-    engine_setup: str = ""
+    engine_setup: str = field(default="", repr=False)  # may hold a secret: never in a traceback
     slots: int = 1
     python: str = "python3"
     vars: tuple[tuple[str, str], ...] = ()

@@ -106,13 +106,15 @@ class Transport(abc.ABC):
         return RemoteProcess(self.host.name, pgid, log_path)
 
     def watch(self, proc: RemoteProcess, heartbeat: str, timeout: float) -> RemoteProcess:
-        """Start a dead man's switch on the host: if `heartbeat` is not touched for `timeout`
-        seconds (controller killed, connection lost), kill the process group by itself."""
+        """Start a dead man's switch on the host: kill the process group by itself when
+        `heartbeat` is not touched for `timeout` seconds (controller killed, connection lost) or
+        no longer holds what it held at the start (the lease went stale and another run
+        reclaimed it: its keeper's touches must not keep our server alive)."""
         pg, hb = f"-{proc.pgid}", quote(heartbeat)
         loop = (
-            f"touch -c {hb}; while {group_alive(proc.pgid)}; do "
+            f"touch -c {hb}; own=$(cksum < {hb} 2>/dev/null); while {group_alive(proc.pgid)}; do "
             f"age=$(( $(date +%s) - $(stat -c %Y {hb} 2>/dev/null || echo 0) )); "
-            f"if [ $age -gt {int(timeout)} ]; then "
+            f'if [ $age -gt {int(timeout)} ] || [ "$(cksum < {hb} 2>/dev/null)" != "$own" ]; then '
             f"kill -TERM -- {pg}; sleep 10; kill -KILL -- {pg}; exit 0; fi; "
             f"sleep 2; done"
         )

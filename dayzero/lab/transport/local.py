@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -11,6 +12,13 @@ from pathlib import Path
 from dayzero.errors import CommandTimeout
 from dayzero.lab.transport.base import CommandResult, Transport
 from dayzero.spec.inventory import Host
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL a command's group, which may already be gone: an interrupt that lands after the
+    command exited must stay the interrupt, not become a ProcessLookupError (a product failure)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 class LocalTransport(Transport):
@@ -29,13 +37,13 @@ class LocalTransport(Transport):
         try:
             out, err = proc.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc.pid)
             proc.communicate()
             raise CommandTimeout(
                 f"{self.host.name}: command ran past {timeout:.0f}s: {command[:200]}"
             ) from None
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
+        except BaseException:  # Ctrl-C, SIGTERM: kill the command, then let the interrupt through
+            _kill_group(proc.pid)
             proc.wait()
             raise
         return CommandResult(

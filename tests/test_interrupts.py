@@ -1,0 +1,189 @@
+"""An interrupt is an interrupt at every instant, and teardown finishes whatever lands during it.
+
+Two faults a real run meets only by bad luck are injected here at their exact instant (a
+transport whose `kill` is interrupted, a `communicate` interrupted after its child was reaped);
+everything else is real: processes, process groups, the host-side watchdog, lease files. The
+sweep at the end sends SIGINT to a real pytest run at many offsets across a cell's phases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dayzero.lab.deploy import Deployment, Started
+from dayzero.lab.transport.base import group_alive
+from dayzero.lab.transport.local import LocalTransport
+from dayzero.spec.inventory import Host
+from dayzero.spec.recipe import Launch
+
+from .conftest import REPO, processes_matching
+from .stub_cells import stub_card, stub_inventory, stub_matrix
+
+
+def _host(tmp_path: Path) -> Host:
+    return Host(
+        name="local", hardware="cpu", transport="local", address="127.0.0.1", workdir=str(tmp_path / "work")
+    )
+
+
+def _alive(pgid: int) -> bool:
+    return subprocess.run(["bash", "-c", group_alive(pgid)]).returncode == 0
+
+
+def _wait_dead(pgid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not _alive(pgid)
+
+
+def test_interrupt_after_the_command_was_reaped_stays_an_interrupt(tmp_path, monkeypatch):
+    """Ctrl-C that lands once the child is reaped: its group is gone, and killing it must not
+    replace the KeyboardInterrupt by ProcessLookupError (seen: the cell reported *failed*)."""
+    real = subprocess.Popen.communicate
+
+    def reaped_then_interrupted(self, *args, **kwargs):
+        real(self, *args, **kwargs)  # the command ran to its end and was reaped
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "communicate", reaped_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        LocalTransport(_host(tmp_path)).run("true", timeout=10)
+
+
+class InterruptedOnce(LocalTransport):
+    """A transport whose first `kill` is hit by Ctrl-C before it does anything."""
+
+    def __init__(self, host: Host):
+        super().__init__(host)
+        self.interrupted = False
+
+    def kill(self, proc, grace: float = 10.0) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        super().kill(proc, grace)
+
+
+def test_ctrl_c_during_teardown_still_kills_server_and_watchdog(tmp_path):
+    transport = InterruptedOnce(_host(tmp_path))
+    marker = str(random.randint(100000, 999999))
+    heartbeat = tmp_path / "owner.json"
+    heartbeat.write_text("{}")
+    server = transport.start(f"sleep {marker}", env={}, log_path=str(tmp_path / "server.log"))
+    watchdog = transport.watch(server, str(heartbeat), timeout=600)
+    launch = Launch("server", 0, "local", "127.0.0.1", 1, ("sleep", marker), (), True)
+    dep = Deployment(None, {"local": transport}, "run")  # type: ignore[arg-type]
+    dep.started.append(Started(launch, server, watchdog))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            dep.stop()
+        assert _wait_dead(server.pgid, 15), "the server outlived a Ctrl-C during teardown"
+        assert _wait_dead(watchdog.pgid, 15), "the watchdog outlived a Ctrl-C during teardown"
+    finally:
+        for pgid in (server.pgid, watchdog.pgid):
+            subprocess.run(["kill", "-KILL", "--", f"-{pgid}"], stderr=subprocess.DEVNULL)
+
+
+def test_watchdog_kills_its_server_when_another_run_reclaims_the_lease(tmp_path):
+    """A stale lease reclaimed by a new run is fresh again (the new keeper touches it): the old
+    server must die then, not hold the port until the new run fails with "port in use"."""
+    transport = LocalTransport(_host(tmp_path))
+    heartbeat = tmp_path / "slot-0" / "owner.json"
+    heartbeat.parent.mkdir()
+    heartbeat.write_text(json.dumps({"run_id": "old", "token": "a"}))
+    server = transport.start("sleep 600", env={}, log_path=str(tmp_path / "server.log"))
+    watchdog = transport.watch(server, str(heartbeat), timeout=600)
+    try:
+        time.sleep(1)
+        heartbeat.write_text(json.dumps({"run_id": "new", "token": "b"}))  # reclaimed and fresh
+        assert _wait_dead(server.pgid, 15), "the old run's server survived the reclaim of its lease"
+    finally:
+        for pgid in (server.pgid, watchdog.pgid):
+            subprocess.run(["kill", "-KILL", "--", f"-{pgid}"], stderr=subprocess.DEVNULL)
+
+
+def _run_stub_cell(tmp_path: Path, offset: float | None) -> tuple[int, str, float]:
+    """One pytest run of one stub cell; SIGINT to its process group `offset` s after the lease."""
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:randomly",
+            "-m",
+            "low_latency",
+            f"--matrix={tmp_path / 'matrix'}",
+            f"--hosts={tmp_path / 'hosts.yaml'}",
+            f"--reports={reports}",
+            "--heartbeat-timeout=5",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+    sent = float("inf")
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if offset is not None and "leased" in line:
+                time.sleep(offset)
+                sent = time.time()
+                os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+                break
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, out, sent
+
+
+def test_sigint_at_any_instant_ends_the_run_interrupted(tmp_path):
+    """Sweep the instant across a stub cell's phases (lease, preflight, launch, readiness, probes,
+    load, teardown, evidence): the run always ends interrupted (never exit 0 or 1), the cell is never
+    reported failed, and neither its server nor its lease is left behind."""
+    card = stub_card(model="sweep")
+    port = card["recipe"]["port"] = random.randint(20000, 29000)  # ours alone: other runs use the stub too
+    stub_matrix(tmp_path, card)
+    stub_inventory(tmp_path, ttft=0.05, slots=1)
+    t0 = time.monotonic()
+    code, out, _ = _run_stub_cell(tmp_path, None)
+    assert code == 0, out[-3000:]
+    whole = time.monotonic() - t0
+    offsets = [round(whole * k / 12, 2) for k in range(12)]
+    for offset in offsets:
+        root = tmp_path / f"at-{offset}"
+        root.mkdir()
+        stub_matrix(root, card)
+        stub_inventory(root, ttft=0.05, slots=1)
+        code, out, sent = _run_stub_cell(root, offset)
+        docs = [json.loads(p.read_text()) for p in (root / "reports" / "evidence").glob("*.json")]
+        finished = [d for d in docs if d["verdict"] == "passed"]
+        ended_before = all(
+            time.mktime(time.strptime(d["run"]["finished"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone <= sent
+            for d in finished
+        )
+        # 2: pytest's own "interrupted"; -SIGINT / 130: the interrupt landed in pytest's own
+        # start-up or shutdown code, outside the session, and the process died of it: interrupted too.
+        assert code in (2, -signal.SIGINT, 130) or (code == 0 and finished and ended_before), (
+            f"SIGINT {offset}s after the lease: exit {code}\n{out[-3000:]}"
+        )
+        assert not [d for d in docs if d["verdict"] == "failed"], f"SIGINT at {offset}s: cell failed"
+        left = processes_matching(str(root)) + processes_matching(f"--port {port} ")
+        assert not left, f"SIGINT at {offset}s left processes behind: {left}"
+        assert not list((root / "work" / "leases").glob("slot-*")), f"SIGINT at {offset}s left a lease"
