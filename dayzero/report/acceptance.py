@@ -14,18 +14,21 @@ No status is typed by hand. The badges mean what the cookbook's mean:
 recorded by the most recent evidence of any cell on the same hardware with the same engine
 (what the lab's hosts run now). One fresh run on a host that got a new engine build therefore
 turns every older cell of that hardware Stale, which is the point: their numbers were taken
-on another build. Versions recorded as "unknown" are never compared.
+on another build. Versions recorded as "unknown" are never compared, and only the lab's own evidence sets the
+current version (a vendor's evidence is compared with it, never the other way round). Evidence
+dated in the future is Stale.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import html
 import os
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero import evidence
+from dayzero.escape import escape
 from dayzero.redact import redact
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import digest
@@ -33,6 +36,7 @@ from dayzero.spec.recipe import digest
 DEFAULT_MAX_AGE_DAYS = 30.0
 STATUSES = ("Verified", "Failed", "Broken", "Stale", "Pending", "Unsupported")
 UNKNOWN = "unknown"
+FUTURE_SLACK_DAYS = 1 / 288  # five minutes of clock difference
 
 
 @dataclass(frozen=True)
@@ -53,12 +57,21 @@ def latest_evidence(reports_dir: Path) -> dict[str, tuple[Path, dict]]:
     return latest
 
 
+def from_vendor(doc: dict) -> bool:
+    """Evidence accepted from a vendor bundle (it says what the vendor ran, not what the lab runs)."""
+    return "submission" in doc or doc.get("source", "dayzero") != "dayzero"
+
+
 def current_engine_versions(docs: list[dict]) -> dict[tuple[str, str], str]:
-    """(hardware, engine name) -> version seen by the most recent run that knew its version."""
+    """(hardware, engine name) -> version seen by the lab's most recent run that knew its version.
+
+    Only the lab's own runs say what its hosts run now: a vendor's self-declared version (or
+    date) must not turn the lab's cells Stale.
+    """
     newest: dict[tuple[str, str], tuple[str, str]] = {}
     for doc in docs:
         version = doc["engine"]["version"]
-        if not version or version == UNKNOWN:
+        if not version or version == UNKNOWN or from_vendor(doc):
             continue
         key = (doc["hardware"], doc["engine"]["name"])
         finished = doc["run"]["finished"]
@@ -92,7 +105,9 @@ def stale_reasons(
     finished = _parse_time(doc["run"]["finished"])
     if finished is not None:
         age = (now - finished).total_seconds() / 86400
-        if age > max_age_days:
+        if age < -FUTURE_SLACK_DAYS:
+            reasons.append(f"dated in the future ({doc['run']['finished']})")
+        elif age > max_age_days:
             reasons.append(f"evidence is {age:.0f} days old (window {max_age_days:g})")
     return reasons
 
@@ -145,7 +160,7 @@ def rows(
     max_age_days: float = DEFAULT_MAX_AGE_DAYS,
 ) -> list[Row]:
     latest = latest_evidence(reports_dir)
-    engines = current_engine_versions([doc for _, doc in latest.values()])
+    engines = current_engine_versions([doc for _, doc in evidence.iter_evidence(reports_dir)])
     out = []
     for cell in matrix.cells:
         found = latest.get(cell.id)
@@ -170,6 +185,11 @@ def _counts(table: list[Row]) -> dict[str, int]:
     return counts
 
 
+def _href(path: Path, base: Path) -> str:
+    """A link to an evidence file whose name a vendor's run id is part of: percent-encoded."""
+    return urllib.parse.quote(os.path.relpath(path, base))
+
+
 def to_markdown(table: list[Row], base: Path) -> str:
     lines = [
         "# Acceptance table",
@@ -180,9 +200,9 @@ def to_markdown(table: list[Row], base: Path) -> str:
         "|---|---|---|---|---|",
     ]
     for r in table:
-        link = f"[json]({os.path.relpath(r.evidence, base)})" if r.evidence else ""
-        detail = redact(r.detail).replace("|", "\\|")
-        lines.append(f"| `{r.cell.id}` | {r.status} | {detail} | {r.source} | {link} |")
+        link = f"[json]({_href(r.evidence, base)})" if r.evidence else ""
+        detail, source = escape(redact(r.detail), "markdown"), escape(r.source, "markdown")
+        lines.append(f"| `{escape(r.cell.id, 'code')}` | {r.status} | {detail} | {source} | {link} |")
     lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(_counts(table).items())), ""]
     return "\n".join(lines)
 
@@ -199,10 +219,13 @@ BADGE_COLOURS = {
 
 def to_html(table: list[Row], base: Path) -> str:
     """The same table as a self-contained page (no scripts, no external assets)."""
-    esc = html.escape
+
+    def esc(value: str) -> str:
+        return escape(value, "html")
+
     body = []
     for r in table:
-        link = f'<a href="{esc(os.path.relpath(r.evidence, base))}">json</a>' if r.evidence else ""
+        link = f'<a href="{esc(_href(r.evidence, base))}">json</a>' if r.evidence else ""
         body.append(
             f'<tr data-cell="{esc(r.cell.id)}" data-status="{esc(r.status)}">'
             f"<td><code>{esc(r.cell.id)}</code></td>"

@@ -4,22 +4,35 @@ The evidence is copied with `source: <vendor>`, the check date and the bundle's 
 raw records and logs are kept under reports/submissions/<vendor>/<bundle>/ next to the bundle and
 the verdict, so the acceptance table derives Verified from evidence like any other, and anyone
 can re-check what it rests on. Nothing is typed by hand.
+
+Identity: the sha256 of every accepted raw records file is kept in
+reports/submissions/index.json with the vendor and cell it came from; the same file again from
+another vendor, or from the same vendor for another cell, is a replay and is rejected.
+
+Everything is prepared (and serialised) before the first byte is written; each file is then
+written atomically (a temporary name, then a rename), the index last, so a crash leaves either
+the previous state or a complete submission whose index entry is simply missing.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from dayzero import evidence
-from dayzero.submission.bundle import Reference
+from dayzero.errors import ConfigError
+from dayzero.submission.bundle import Reference, Subject, sha256_file
 from dayzero.submission.check import Report, run_checks
 from dayzero.submission.extract import DEFAULT_LIMITS, Limits
+from dayzero.submission.findings import Finding
 
 SUBMISSIONS_DIR = "submissions"
+INDEX = f"{SUBMISSIONS_DIR}/index.json"
 
 
 def accepted_evidence(doc: dict, report: Report, stored: str) -> dict:
@@ -39,6 +52,78 @@ def accepted_evidence(doc: dict, report: Report, stored: str) -> dict:
     return out
 
 
+def load_index(reports_dir: Path) -> dict[str, dict]:
+    """sha256 of an accepted records file -> {vendor, cell, bundle_sha256, file}."""
+    path = Path(reports_dir) / INDEX
+    if not path.exists():
+        return {}
+    try:
+        index = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(path, "", f"not a readable submissions index: {exc}") from None
+    if not isinstance(index, dict) or not all(isinstance(v, dict) for v in index.values()):
+        raise ConfigError(path, "", "expected a mapping of sha256 to {vendor, cell, bundle_sha256, file}")
+    return index
+
+
+def run_files(s: Subject) -> list[tuple[str, str, str]]:
+    """(cell, bundle file, sha256) of every raw records file the evidence names."""
+    return [
+        (doc["cell"], rel, sha256_file(s.bundle.path(rel)))
+        for _, doc in sorted(s.evidence.items())
+        for rel in doc.get("records", [])
+    ]
+
+
+def replays(s: Subject, vendor: str, index: dict[str, dict]) -> list[Finding]:
+    """Records accepted before from another vendor or for another cell (or twice in this bundle)."""
+    out, here = [], {}
+    for cell, rel, digest in run_files(s):
+        prior = index.get(digest) or here.get(digest)
+        if prior is not None and (prior["vendor"], prior["cell"]) != (vendor, cell):
+            out.append(
+                Finding(
+                    rel,
+                    "identity.replay",
+                    f"sha256 {digest} already accepted from {prior['vendor']} for {prior['cell']}",
+                    f"records of {vendor}'s own run of {cell}",
+                )
+            )
+        here.setdefault(digest, {"vendor": vendor, "cell": cell})
+    return out
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _store_bundle(s: Subject, bundle: Path, verdict: str, dest: Path) -> None:
+    """The bundle, its files and the verdict, staged beside `dest` and renamed into place."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        for name in s.bundle.files:
+            (stage / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(s.bundle.path(name), stage / name)
+        shutil.copyfile(bundle, stage / "bundle.tar.gz")
+        (stage / "verdict.md").write_text(verdict)
+        if dest.exists():  # the same bundle accepted again: the same content, keep the first copy
+            shutil.rmtree(stage)
+        else:
+            os.replace(stage, dest)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
 def accept(
     bundle: Path, ref: Reference, reports_dir: Path, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[Report, list[Path]]:
@@ -48,24 +133,26 @@ def accept(
         report, subject = run_checks(Path(bundle), ref, Path(tmp), limits)
         if not report.accepted or subject is None:
             return report, []
+        index = load_index(reports_dir)
+        if found := replays(subject, report.vendor, index):
+            return replace(report, findings=tuple(sorted(report.findings + tuple(found)))), []
+        # Prepare everything first: a document that cannot be copied or serialised stops here.
         stored = f"{SUBMISSIONS_DIR}/{report.vendor}/{report.sha256[:16]}"
-        dest = reports_dir / stored
-        for name in subject.bundle.files:
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(subject.bundle.path(name), dest / name)
-        shutil.copyfile(bundle, dest / "bundle.tar.gz")
-        (dest / "verdict.md").write_text(report.to_markdown())
-        written = []
+        documents = {}
         for _, doc in sorted(subject.evidence.items()):
-            new = accepted_evidence(doc, report, stored)
-            path = (
-                reports_dir
-                / evidence.EVIDENCE_DIR
-                / (f"{evidence.slug(doc['cell'])}__{report.vendor}__{doc['run']['id']}.json")
+            name = f"{evidence.slug(doc['cell'])}__{report.vendor}__{doc['run']['id']}.json"
+            text = json.dumps(accepted_evidence(doc, report, stored), indent=2, sort_keys=True) + "\n"
+            documents[reports_dir / evidence.EVIDENCE_DIR / name] = text.encode()
+        for cell, rel, digest in run_files(subject):
+            index.setdefault(
+                digest,
+                {"vendor": report.vendor, "cell": cell, "bundle_sha256": report.sha256, "file": rel},
             )
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial")
-            partial.write_text(json.dumps(new, indent=2, sort_keys=True) + "\n")
-            partial.replace(path)
-            written.append(path)
-    return report, written
+        index_text = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
+        verdict = report.to_markdown()
+
+        _store_bundle(subject, Path(bundle), verdict, reports_dir / stored)
+        for path, data in documents.items():
+            _write_atomic(path, data)
+        _write_atomic(reports_dir / INDEX, index_text)
+    return report, sorted(documents)

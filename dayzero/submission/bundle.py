@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ TOP_FILES = (MANIFEST, SIGNATURE, SUBMISSION)
 
 
 def in_layout(name: str) -> bool:
-    return name in TOP_FILES or any(p.match(name) for p in LAYOUT)
+    return name in TOP_FILES or any(p.fullmatch(name) for p in LAYOUT)
 
 
 def sha256_file(path: Path) -> str:
@@ -95,3 +96,5 @@ class Reference:
     goldens_dir: Path
     allowed_signers: Path
     known_commit: Callable[[str], bool] | None = None
+    commit_time: Callable[[str], float | None] | None = None  # when a known commit was made (epoch s)
+    now: Callable[[], float] = time.time  # the check time: no run may be dated after it

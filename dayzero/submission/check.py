@@ -17,9 +17,19 @@ from pathlib import Path
 
 import dayzero
 from dayzero.errors import ConfigError
+from dayzero.escape import escape
 from dayzero.evidence import slug
 from dayzero.spec.matrix import load_matrix
-from dayzero.submission import antigaming, completeness, manifest, provenance, recompute, schema, signature
+from dayzero.submission import (
+    antigaming,
+    completeness,
+    manifest,
+    provenance,
+    recompute,
+    schema,
+    signature,
+    timeline,
+)
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.extract import DEFAULT_LIMITS, Limits, UnusableBundle, extract
 from dayzero.submission.findings import Finding, short
@@ -32,13 +42,10 @@ FAMILIES = (
     recompute.CHECKS,
     antigaming.CHECKS,
     provenance.CHECKS,
+    timeline.CHECKS,
 )
 ACCEPTED, REJECTED, UNUSABLE = "accepted", "rejected", "unusable"
 EXIT = {ACCEPTED: 0, REJECTED: 1, UNUSABLE: 2}
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -70,35 +77,44 @@ class Report:
 
     def lines(self) -> list[str]:
         if self.unusable:
-            return [f"{Path(self.bundle).name}: unusable: {self.unusable}"]
+            return [f"{escape(Path(self.bundle).name)}: unusable: {escape(self.unusable)}"]
         return [f.line() for f in self.findings]
 
+    def summary(self) -> str:
+        """The one stderr line: verdict, counts and the vendor the bundle names (escaped)."""
+        return (
+            f"{escape(Path(self.bundle).name)}: {self.verdict} ({len(self.findings)} finding(s), "
+            f"{len(self.cells)} cell(s), vendor {escape(self.vendor or '-')})"
+        )
+
     def to_markdown(self) -> str:
-        def cell_text(value: str) -> str:
-            return short(value, 300).replace("|", "\\|")
+        def md(value: str, limit: int = 300) -> str:
+            return escape(value, "markdown", limit)
+
+        def code(value: str) -> str:
+            return escape(value, "code", 300)
 
         out = [
             f"# Submission check: {self.verdict.upper()}",
             "",
-            f"- bundle: `{Path(self.bundle).name}` (sha256 `{self.sha256 or '-'}`)",
-            f"- vendor: {self.vendor or '-'}",
-            f"- signature: {self.signer or 'not verified'}",
-            f"- harness: {self.harness or '-'}",
-            f"- checked: {self.checked}",
+            f"- bundle: `{code(Path(self.bundle).name)}` (sha256 `{code(self.sha256 or '-')}`)",
+            f"- vendor: {md(self.vendor or '-')}",
+            f"- signature: {md(self.signer or 'not verified')}",
+            f"- harness: {md(self.harness or '-')}",
+            f"- checked: {md(self.checked)}",
             f"- findings: {len(self.findings)}",
         ]
         if self.unusable:
-            out += ["", f"Unusable input: {self.unusable}", ""]
+            out += ["", f"Unusable input: {md(self.unusable)}", ""]
             return "\n".join(out)
         if self.cells:
             per_cell = dict(self.cell_findings)
             out += ["", "## Cells", "", "| cell | findings |", "|---|---|"]
-            out += [f"| `{c}` | {per_cell.get(c, 0)} |" for c in self.cells]
+            out += [f"| `{code(c)}` | {per_cell.get(c, 0)} |" for c in self.cells]
         if self.findings:
             out += ["", "## Findings", "", "| file | requirement | found | expected |", "|---|---|---|---|"]
             out += [
-                f"| `{cell_text(f.file or '<bundle>')}` | {f.requirement} "
-                f"| {cell_text(f.found)} | {cell_text(f.expected)} |"
+                f"| `{code(f.file or '<bundle>')}` | {md(f.requirement)} | {md(f.found)} | {md(f.expected)} |"
                 for f in self.findings
             ]
         out.append("")
@@ -140,7 +156,7 @@ def run_checks(
     path: Path, ref: Reference, workdir: Path, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[Report, Subject | None]:
     """Extract into `workdir` and check; the subject stays readable there (accept copies from it)."""
-    checked = now_iso()
+    checked = dt.datetime.fromtimestamp(ref.now(), dt.UTC).isoformat(timespec="seconds")
     try:
         bundle, findings = extract(Path(path), Path(workdir), limits)
     except UnusableBundle as exc:
@@ -200,10 +216,30 @@ def known_commit_in(root: Path) -> Callable[[str], bool] | None:
     return lambda commit: _commit_known(str(root), commit)
 
 
+@cache
+def _commit_time(root: str, commit: str) -> float | None:
+    result = subprocess.run(
+        ["git", "-C", root, "show", "-s", "--format=%ct", f"{commit}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    text = result.stdout.strip()
+    return float(text) if result.returncode == 0 and text.isdigit() else None
+
+
+def commit_time_in(root: Path) -> Callable[[str], float | None] | None:
+    """When a commit of the maintainers' checkout was made: no run can predate its harness."""
+    if not (Path(root) / ".git").exists():
+        return None
+    return lambda commit: _commit_time(str(root), commit)
+
+
 def reference(matrix_dir: Path, goldens_dir: Path, allowed_signers: Path) -> Reference:
     return Reference(
         load_matrix(Path(matrix_dir)),
         Path(goldens_dir),
         Path(allowed_signers),
         known_commit=known_commit_in(harness_root()),
+        commit_time=commit_time_in(harness_root()),
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from dayzero.errors import ConfigError
+from dayzero.escape import escape
 from dayzero.spec.matrix import load_matrix
 
 ALLOWED_SIGNERS = "submissions/allowed_signers"
@@ -45,13 +46,30 @@ def _report_out(report, markdown: str | None) -> None:
         print(line)
     if markdown:
         Path(markdown).write_text(report.to_markdown())
-    print(
-        f"{Path(report.bundle).name}: {report.verdict} ({len(report.findings)} finding(s), "
-        f"{len(report.cells)} cell(s), vendor {report.vendor or '-'})",
-        file=sys.stderr,
-    )
+    print(report.summary(), file=sys.stderr)
 
 
+CRASHED = 3  # the checker itself failed: neither accepted nor rejected
+
+
+def crash_guard(func):
+    """A checker error is "crashed" (exit 3, with the error on stderr), never read as "rejected"."""
+
+    def run(args) -> int:
+        try:
+            return func(args)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported, with its own exit code
+            error = escape(f"{type(exc).__name__}: {exc}", limit=500)
+            print(f"{escape(Path(args.bundle).name)}: crashed: {error}", file=sys.stderr)
+            return CRASHED
+
+    run.__name__ = func.__name__
+    return run
+
+
+@crash_guard
 def cmd_check(args) -> int:
     from dayzero.submission.check import check_bundle, reference
 
@@ -60,6 +78,7 @@ def cmd_check(args) -> int:
     return report.exit_code
 
 
+@crash_guard
 def cmd_accept(args) -> int:
     from dayzero.report.acceptance import write_acceptance
     from dayzero.submission.accept import accept
@@ -70,7 +89,7 @@ def cmd_accept(args) -> int:
     _report_out(report, args.markdown)
     if report.accepted:
         for path in written:
-            print(f"accepted: {path}")
+            print(f"accepted: {escape(str(path))}")
         print(f"acceptance table: {write_acceptance(ref.matrix, Path(args.reports))}")
     return report.exit_code
 
@@ -93,7 +112,11 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_pack)
 
     for name, func, text in (
-        ("check", cmd_check, "check a bundle: one line per finding; exit 0 accepted, 1 rejected, 2 unusable"),
+        (
+            "check",
+            cmd_check,
+            "check a bundle: one line per finding; exit 0 accepted, 1 rejected, 2 unusable, 3 crashed",
+        ),
         ("accept", cmd_accept, "check a bundle and, if accepted, add its evidence to the reports"),
     ):
         p = sub.add_parser(name, help=text)

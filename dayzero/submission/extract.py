@@ -8,7 +8,6 @@ so a decompression bomb is stopped by size and ratio before the tar is parsed.
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import tarfile
@@ -62,40 +61,63 @@ def name_problem(name: str, limits: Limits) -> str:
         return "a '.' or empty component"
     if len(name) > limits.max_name or len(parts) > limits.max_depth:
         return f"a name longer than {limits.max_name} characters or deeper than {limits.max_depth}"
-    if not SAFE_NAME.match(name):
+    if not SAFE_NAME.fullmatch(name):
         return "characters outside [A-Za-z0-9._+@=-/]"
     return ""
 
 
 def check_stream(path: Path, limits: Limits) -> list[Finding]:
-    """Decompress once without writing: the total and the ratio stop a bomb; corruption is unusable."""
+    """Decompress once without writing: the total and the ratio stop a bomb; corruption is unusable.
+
+    Exactly one gzip member and nothing after it: `gzip` reads concatenated members as one
+    stream, `tarfile` stops at the first end-of-archive, so a second member (or trailing bytes)
+    could carry a tar nobody checked and still be stored with the bundle.
+    """
     compressed = max(path.stat().st_size, 1)
     total = 0
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)  # one gzip member, header and trailer checked
     try:
-        with gzip.open(path, "rb") as stream:
-            while block := stream.read(1 << 20):
-                total += len(block)
-                if total > limits.max_total_bytes:
-                    return [
-                        Finding(
-                            "",
-                            "extract.size",
-                            f"more than {total} bytes uncompressed",
-                            f"at most {limits.max_total_bytes}",
-                        )
-                    ]
-                if total > limits.ratio_allowance and total / compressed > limits.max_ratio:
-                    return [
-                        Finding(
-                            "",
-                            "extract.ratio",
-                            f"ratio above {total / compressed:.0f}:1 ({total} from {compressed} bytes)",
-                            f"at most {limits.max_ratio:g}:1",
-                        )
-                    ]
-    except (OSError, EOFError, zlib.error) as exc:
+        with path.open("rb") as raw:
+            while block := raw.read(1 << 16):
+                if inflate.eof:
+                    return [_after_member()]
+                data = inflate.decompress(block, 1 << 20)
+                while True:
+                    total += len(data)
+                    if total > limits.max_total_bytes:
+                        return [
+                            Finding(
+                                "",
+                                "extract.size",
+                                f"more than {total} bytes uncompressed",
+                                f"at most {limits.max_total_bytes}",
+                            )
+                        ]
+                    if total > limits.ratio_allowance and total / compressed > limits.max_ratio:
+                        return [
+                            Finding(
+                                "",
+                                "extract.ratio",
+                                f"ratio above {total / compressed:.0f}:1 ({total} from {compressed} bytes)",
+                                f"at most {limits.max_ratio:g}:1",
+                            )
+                        ]
+                    if not inflate.unconsumed_tail:
+                        break
+                    data = inflate.decompress(inflate.unconsumed_tail, 1 << 20)
+                if inflate.eof and inflate.unused_data:
+                    return [_after_member()]
+    except zlib.error as exc:
         raise UnusableBundle(f"not a readable gzip stream: {short(str(exc))}") from None
+    if not inflate.eof:
+        raise UnusableBundle("not a readable gzip stream: truncated (no end of the gzip member)")
     return []
+
+
+def _after_member() -> Finding:
+    return Finding(
+        "", "extract.gzip", "bytes after the first gzip member", "one gzip member and nothing after it"
+    )
 
 
 def _member_problem(member: tarfile.TarInfo) -> str:
@@ -128,6 +150,14 @@ def _write(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, name: str)
             written += len(block)
             out.write(block)
     return written
+
+
+def _after_tar(tar: tarfile.TarFile) -> list[Finding]:
+    """After the end-of-archive block only zero padding: a second tar there is never read."""
+    while block := tar.fileobj.read(1 << 16):
+        if block.strip(b"\0"):
+            return [Finding("", "extract.trailing", "data after the end of the tar", "zero padding only")]
+    return []
 
 
 def extract(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> tuple[Bundle, list[Finding]]:
@@ -194,6 +224,8 @@ def extract(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> tuple[Bu
                     break
                 _write(tar, member, dest, name)
                 files.append(name)
+            else:
+                findings += _after_tar(tar)
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise UnusableBundle(f"not a readable tar archive: {short(str(exc))}") from None
     return Bundle(dest, tuple(sorted(files)), sha256_file(path)), findings

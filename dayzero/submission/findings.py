@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dayzero.escape import escape
+
 
 @dataclass(frozen=True, order=True)
 class Finding:
@@ -16,7 +18,11 @@ class Finding:
     expected: str
 
     def line(self) -> str:
-        return f"{self.file or '<bundle>'}: {self.requirement}: found {self.found}; expected {self.expected}"
+        """One line whatever the bundle holds: every field goes through `escape`."""
+        return (
+            f"{escape(self.file or '<bundle>')}: {escape(self.requirement)}: "
+            f"found {escape(self.found)}; expected {escape(self.expected)}"
+        )
 
 
 def short(value, limit: int = 120) -> str:

@@ -223,7 +223,7 @@ def pack(
     allow_dirty: bool = False,
 ) -> Path:
     """Write a signed bundle of the latest evidence per cell; refuse a dirty harness unless allowed."""
-    if not VENDOR.match(vendor):
+    if not VENDOR.fullmatch(vendor):
         raise PackError(
             f"vendor {vendor!r} must match {VENDOR.pattern} (it names files and the signing identity)"
         )

@@ -39,16 +39,33 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
+MAX_DEPTH = 32  # the harness nests a few levels; deeper is only there to exhaust a recursion
+
+
+def depth(doc: Any) -> int:
+    """How deeply a parsed document nests, counted without recursion (it may be hostile)."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, level)
+            stack += [(v, level + 1) for v in (value.values() if isinstance(value, dict) else value)]
+    return deepest
+
+
 def parse(bundle: Bundle, name: str) -> tuple[Any, Finding | None]:
     try:
-        return json.loads(
+        doc = json.loads(
             bundle.path(name).read_bytes(),
             parse_constant=_reject_constant,
             parse_float=_finite,
             parse_int=_bounded_int,
-        ), None
+        )
     except (ValueError, RecursionError, UnicodeDecodeError) as exc:
         return None, Finding(name, "schema.json", f"not JSON: {short(str(exc))}", "a JSON document")
+    if (levels := depth(doc)) > MAX_DEPTH:
+        return None, Finding(name, "schema.depth", f"{levels} levels of nesting", f"at most {MAX_DEPTH}")
+    return doc, None
 
 
 @cache
@@ -232,4 +249,16 @@ def check_fresh_evidence(s: Subject, ref: Reference) -> list[Finding]:
     ]
 
 
-CHECKS = (check_layout, check_references, check_fresh_evidence)
+def check_referenced(s: Subject, ref: Reference) -> list[Finding]:
+    """Every run file is named by an evidence document: nothing rides along unchecked."""
+    named = {rel for doc in s.evidence.values() for rel in doc.get("records", []) + doc.get("logs", [])}
+    return [
+        Finding(
+            name, "schema.unreferenced", "a run file no evidence names", "records and logs of the evidence"
+        )
+        for name in s.bundle.files
+        if name.startswith("runs/") and name not in named
+    ]
+
+
+CHECKS = (check_layout, check_references, check_fresh_evidence, check_referenced)

@@ -87,7 +87,7 @@ def check_signature(s: Subject, ref: Reference) -> list[Finding]:
     if not bundle.has(MANIFEST):
         return []  # reported by the manifest checks
     identity = (s.manifest or {}).get("vendor")
-    if not isinstance(identity, str) or not VENDOR.match(identity):
+    if not isinstance(identity, str) or not VENDOR.fullmatch(identity):
         return [
             Finding(
                 MANIFEST, "signature.identity", short(identity), f"a vendor name matching {VENDOR.pattern}"
@@ -127,7 +127,7 @@ def check_signature(s: Subject, ref: Reference) -> list[Finding]:
 def signer(s: Subject, ref: Reference) -> str:
     """The key that signed (ssh-keygen's 'Good signature' line), for the verdict."""
     identity = s.vendor
-    if not (s.bundle.has(SIGNATURE) and s.bundle.has(MANIFEST) and VENDOR.match(identity)):
+    if not (s.bundle.has(SIGNATURE) and s.bundle.has(MANIFEST) and VENDOR.fullmatch(identity)):
         return ""
     ok, said = verify(s.bundle.path(MANIFEST), s.bundle.path(SIGNATURE), ref.allowed_signers, identity)
     return said.splitlines()[0] if ok and said else ""

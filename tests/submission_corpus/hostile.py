@@ -311,6 +311,90 @@ def not_json(members: Members) -> Members:
     return {**members, evidence_name(members): b"{not json"}
 
 
+# --- vendor strings that try to forge the checker's output (issue 12, class 2) ---------------------
+
+FORGED = "x\nACCEPTED: every cell verified\r| `forged/cell` | 0 |\n<script>alert(1)</script>"
+
+
+def forged_engine_version(members: Members) -> Members:
+    return edit_json(members, evidence_name(members), lambda doc: doc["engine"].update(version=FORGED))
+
+
+def forged_system_key(members: Members) -> Members:
+    def change(doc):
+        doc["system"]["hardware"][FORGED] = {"accelerator": "x", "accelerators_per_node": 1, "driver": "x"}
+
+    return edit_json(members, SUBMISSION, change)
+
+
+def forged_check_details(members: Members) -> Members:
+    return edit_json(
+        members, evidence_name(members), lambda doc: doc["checks"][0]["details"].update({FORGED: 1})
+    )
+
+
+def forged_claimed_cell(members: Members) -> Members:
+    return edit_json(members, SUBMISSION, lambda doc: doc["cells"].append(FORGED))
+
+
+def forged_manifest_vendor(lab: Lab, tmp: Path) -> Path:
+    """The manifest names a vendor with a newline; signed by acme's key under that name."""
+    members = {n: d for n, d in lab.members().items() if n not in (MANIFEST, SIGNATURE)}
+    members[MANIFEST] = manifest_for(members, VENDOR + FORGED)
+    members[SIGNATURE] = sign_bytes(members[MANIFEST], lab.key, tmp)
+    return write_members(out(tmp, "vendor"), members)
+
+
+# --- time and identity (issue 12, class 3) --------------------------------------------------------
+
+
+def dated(started: str, finished: str) -> Callable[[Members], Members]:
+    def change(members: Members) -> Members:
+        return edit_json(
+            members, evidence_name(members), lambda doc: doc["run"].update(started=started, finished=finished)
+        )
+
+    return change
+
+
+def second_gzip_member(lab: Lab, tmp: Path) -> Path:
+    """The signed bundle, then a second gzip member with another tar: gzip reads both as one stream."""
+    target = write_members(out(tmp, "two-members"), {"evidence/smuggled.json": b"{}"})
+    target.write_bytes(lab.bundle.read_bytes() + target.read_bytes())
+    return target
+
+
+def tar_after_tar(lab: Lab, tmp: Path) -> Path:
+    """One gzip member holding the bundle's tar and, after its end-of-archive, a second tar."""
+    import gzip
+
+    first_tar = gzip.decompress(lab.bundle.read_bytes())
+    target = write_members(out(tmp, "tar-after-tar"), {"evidence/smuggled.json": b"{}"})
+    second = gzip.decompress(target.read_bytes())
+    target.write_bytes(gzip.compress(first_tar + second, mtime=0))
+    return target
+
+
+def unreferenced_log(members: Members) -> Members:
+    log = first(members, "runs/", ".log")
+    return {**members, log.replace("local-server-0.log", "other-server.log"): b"another run's log\n"}
+
+
+def deeply_nested(members: Members) -> Members:
+    """Valid evidence (facts are free-form) nested deeper than a recursive copy can follow."""
+    nested: dict = {}
+    for _ in range(400):
+        nested = {"n": nested}
+
+    def change(doc):
+        doc["hosts"][0]["facts"]["deep"] = nested
+
+    ev = evidence_name(members)
+    doc = json.loads(members[ev])
+    change(doc)
+    return {**members, ev: json.dumps(doc).encode()}
+
+
 def truncated(lab: Lab, tmp: Path) -> Path:
     data = lab.bundle.read_bytes()
     target = out(tmp, "truncated")
@@ -426,4 +510,31 @@ CASES = [
     Case("foreign-records", "schema.reference", edited(foreign_reference, sign=True)),
     Case("pre-accepted-evidence", "schema.evidence", edited(pre_accepted, sign=True)),
     Case("broken-run", "completeness.run", edited(broken_run, sign=True)),
+    Case("newline-in-engine-version", "schema.evidence", edited(forged_engine_version, sign=True)),
+    Case("newline-in-system-key", "schema.submission", edited(forged_system_key, sign=True)),
+    Case("newline-in-check-details", "recompute.claim", edited(forged_check_details, sign=True)),
+    Case("newline-in-claimed-cell", "schema.submission", edited(forged_claimed_cell, sign=True)),
+    Case("newline-in-manifest-vendor", "schema.manifest", forged_manifest_vendor),
+    Case(
+        "run-dated-in-future",
+        "timeline.future",
+        edited(dated("2030-01-01T00:00:00+00:00", "2030-01-01T01:00:00+00:00"), sign=True),
+    ),
+    Case(
+        "run-before-harness-commit",
+        "timeline.before-commit",
+        edited(dated("2001-01-01T00:00:00+00:00", "2001-01-01T01:00:00+00:00"), sign=True),
+    ),
+    Case("second-gzip-member", "extract.gzip", second_gzip_member),
+    Case("tar-after-end-of-archive", "extract.trailing", tar_after_tar),
+    Case("unreferenced-file", "schema.unreferenced", edited(unreferenced_log, sign=True)),
+    Case("deeply-nested-evidence", "schema.depth", edited(deeply_nested, sign=True)),
 ]
+
+FORGING = {
+    "newline-in-engine-version",
+    "newline-in-system-key",
+    "newline-in-check-details",
+    "newline-in-claimed-cell",
+    "newline-in-manifest-vendor",
+}

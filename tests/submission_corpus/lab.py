@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero import __version__
 from dayzero.spec.matrix import Matrix, load_matrix
 from dayzero.submission.bundle import Reference
-from dayzero.submission.check import check_bundle, harness_root, known_commit_in
+from dayzero.submission.check import check_bundle, commit_time_in, harness_root, known_commit_in
 from dayzero.submission.pack import Harness, pack
 
 from .synthetic import SYSTEM, synthetic_run
@@ -36,6 +39,9 @@ class Lab:
     reports: Path
     bundle: Path
     harness: Harness
+    # When the harness commit was made. A synthetic run is dated hours back, maybe before this
+    # checkout's HEAD was committed, so its lab says the commit came first; a real run asks git.
+    commit_time: Callable[[str], float | None] | None = None
 
     def __repr__(self) -> str:  # hypothesis prints it with every falsifying example
         return f"Lab({self.root})"
@@ -43,7 +49,11 @@ class Lab:
     @property
     def ref(self) -> Reference:
         return Reference(
-            self.matrix, self.goldens, self.allowed, known_commit=known_commit_in(harness_root())
+            self.matrix,
+            self.goldens,
+            self.allowed,
+            known_commit=known_commit_in(harness_root()),
+            commit_time=self.commit_time,
         )
 
     def members(self) -> dict[str, bytes]:
@@ -64,10 +74,12 @@ def make_lab(root: Path, itl_s: float | None = None) -> Lab:
     key, other = make_key(root, VENDOR), make_key(root, "mallory")
     allowed = write_allowed_signers(root / "allowed_signers", [(VENDOR, key), ("mallory", other)])
     reports = root / "reports"
-    synthetic_run(matrix, reports, goldens, **({"itl_s": itl_s} if itl_s else {}))
+    paths = synthetic_run(matrix, reports, goldens, **({"itl_s": itl_s} if itl_s else {}))
     harness = Harness(__version__, head_commit(), "")
     bundle = pack(reports, root / "bundle.tar.gz", VENDOR, key, matrix, system=SYSTEM, harness=harness)
-    return Lab(root, matrix, goldens, key, other, allowed, reports, bundle, harness)
+    first_start = min(json.loads(p.read_text())["run"]["started"] for p in paths)
+    committed = dt.datetime.fromisoformat(first_start).timestamp() - 3600
+    return Lab(root, matrix, goldens, key, other, allowed, reports, bundle, harness, lambda c: committed)
 
 
 def relaxed_matrix(dest: Path) -> Path:
@@ -128,4 +140,15 @@ def lab_from_run(root: Path, reports: Path, matrix_dir: Path) -> Lab:
     allowed = write_allowed_signers(root / "allowed_signers", [(VENDOR, key), ("mallory", other)])
     harness = clean_harness()
     bundle = pack(reports, root / "bundle.tar.gz", VENDOR, key, matrix, harness=harness)
-    return Lab(root, matrix, REPO / "suites" / "goldens", key, other, allowed, reports, bundle, harness)
+    return Lab(
+        root,
+        matrix,
+        REPO / "suites" / "goldens",
+        key,
+        other,
+        allowed,
+        reports,
+        bundle,
+        harness,
+        commit_time_in(harness_root()),
+    )
