@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from dayzero.errors import ConfigError, DayzeroError
-from dayzero.spec.inventory import Host, load_inventory
+from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import Cell, Matrix, load_matrix
-from dayzero.spec.recipe import hosts_needed, render
+from dayzero.spec.recipe import MissingValue, hosts_needed, placeholder_hosts, render
 from dayzero.submission import commands as submission_commands
 
 
@@ -39,21 +39,6 @@ def cmd_matrix(args) -> int:
     return 0
 
 
-def _placeholder_hosts(matrix: Matrix, cell: Cell, n: int) -> list[Host]:
-    """Hosts named node0..N for printing a recipe without an inventory, like the cookbook does."""
-    per_node = matrix.hardware[cell.hardware].accelerators_per_node or 1
-    return [
-        Host(
-            name=f"node{i}",
-            hardware=cell.hardware,
-            address=f"<node{i}>",
-            accelerators=per_node,
-            vars=(("model_root", "<model_root>"),),
-        )
-        for i in range(n)
-    ]
-
-
 def cmd_recipe(args) -> int:
     matrix = load_matrix(args.matrix)
     cells = _select(matrix, args)
@@ -69,17 +54,33 @@ def cmd_recipe(args) -> int:
         hosts = (
             list(inventory.for_hardware(cell.hardware)[:n])
             if inventory
-            else _placeholder_hosts(matrix, cell, n)
+            else placeholder_hosts(matrix, cell, n)
         )
         if len(hosts) < n:
             print(f"# needs {n} {cell.hardware} host(s); {args.hosts} has {len(hosts)}\n")
             continue
-        recipe = render(matrix, cell, hosts)
+        try:
+            recipe = render(matrix, cell, hosts)
+        except MissingValue as exc:
+            print(f"# needs data: {exc}\n")
+            continue
         for lc in recipe.launches:
             print(f"# {lc.role}[{lc.rank}] on {lc.host}")
             print(lc.shell)
         print()
     return 0
+
+
+def cmd_lint(args) -> int:
+    """Parse every rendered command with its engine's own parser: 0 clean, 1 findings, 2 unreadable."""
+    from dayzero.spec import lint
+
+    matrix = load_matrix(args.matrix)
+    try:
+        return lint.main(matrix, _select(matrix, args))
+    except lint.LintError as exc:
+        print(f"dayzero lint: {exc}", file=sys.stderr)
+        return 2
 
 
 def cmd_golden_record(args) -> int:
@@ -212,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_filters(p)
     p.add_argument("--hosts", help="render with the hosts of this inventory instead of <node0>...")
     p.set_defaults(func=cmd_recipe)
+
+    p = sub.add_parser(
+        "lint",
+        help="parse every cell's commands with the engine's own parser (0 clean, 1 findings, 2 unreadable)",
+    )
+    _add_filters(p)
+    p.set_defaults(func=cmd_lint)
 
     p = sub.add_parser("golden", help="golden outputs")
     gsub = p.add_subparsers(dest="golden_command", required=True)

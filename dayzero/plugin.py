@@ -29,6 +29,7 @@ MATRIX_KEY = pytest.StashKey[Matrix]()
 INVENTORY_KEY = pytest.StashKey[Inventory]()
 RUN_ID_KEY = pytest.StashKey[str]()
 STARTED_KEY = pytest.StashKey[str]()
+LINT_KEY = pytest.StashKey[dict[str, list[str]]]()
 DEFAULTS = {
     "dayzero_hosts": "hosts/local.yaml",
     "dayzero_matrix": "matrix",
@@ -56,6 +57,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="dayzero_dry_run",
         action="store_true",
         help="print, per selected cell, the host(s) it would use and the exact commands; run nothing",
+    )
+    group.addoption(
+        "--lint",
+        dest="dayzero_lint",
+        action="store_true",
+        help="parse every selected cell's commands with its engine's own parser first (dayzero lint); "
+        "a cell whose command does not parse is not launched",
     )
     group.addoption(
         "--reports",
@@ -199,14 +207,32 @@ def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell) -> str:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
-    if not config.getoption("dayzero_dry_run") or MATRIX_KEY not in config.stash:
+    if MATRIX_KEY not in config.stash:
+        return
+    matrix, inventory = config.stash[MATRIX_KEY], config.stash[INVENTORY_KEY]
+    cells = [
+        c
+        for item in session.items
+        if (c := getattr(item, "callspec", None) and item.callspec.params.get("cell"))
+    ]
+    if config.getoption("dayzero_lint"):
+        from dayzero.spec import lint
+
+        try:
+            config.stash[LINT_KEY] = lint.refusals(matrix, cells, lint.inventory_hosts(inventory))
+        except lint.LintError as exc:
+            raise pytest.UsageError(f"dayzero lint: {exc}") from None
+    if not config.getoption("dayzero_dry_run"):
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
-    matrix, inventory = config.stash[MATRIX_KEY], config.stash[INVENTORY_KEY]
-    for item in session.items:
-        cell = getattr(item, "callspec", None) and item.callspec.params.get("cell")
-        if cell is not None:
-            tr.write_line(dry_run_text(matrix, inventory, cell))
+    for cell in cells:
+        tr.write_line(dry_run_text(matrix, inventory, cell))
+        if LINT_KEY in config.stash and cell.supported:
+            refused = config.stash[LINT_KEY].get(cell.id) or [
+                "every command parses (the engine's own parser)"
+            ]
+            for line in refused:
+                tr.write_line(f"   lint: {line}")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -285,6 +311,11 @@ def run_cell_checked(dayzero_context: RunContext, request: pytest.FixtureRequest
 
     def run(cell: Cell):
         allure_cell.label_cell(cell, dayzero_context.matrix.card(cell))
+        refused = request.config.stash.get(LINT_KEY, {}).get(cell.id)
+        if refused:
+            pytest.fail(
+                "not launched: its engine would refuse it (--lint)\n  " + "\n  ".join(refused), pytrace=False
+            )
         try:
             candidate_hosts(dayzero_context, cell)
         except NoHost as exc:

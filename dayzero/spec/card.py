@@ -43,6 +43,8 @@ class Engine:
     health_path: str = "/health"
     bind: str = "0.0.0.0"  # address the server binds: a literal or {host}
     multinode_args: tuple[str, ...] = ()  # added to every role that spans more than one node
+    package: str | None = None  # the release the recipes are written for (name==version): lint parses with it
+    router_package: str | None = None  # the same for router roles
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Placement:
 
     nodes: int = 1
     image: str | None = None
+    vars: Mapping[str, str] = field(default_factory=dict)  # placeholder values over the card's
 
 
 @dataclass(frozen=True)
@@ -375,6 +378,8 @@ def _engine(path: Path | None, data: Mapping) -> Engine:
         health_path=data.get("health_path", "/health"),
         bind=data.get("bind", "0.0.0.0"),
         multinode_args=tuple(str(a) for a in data.get("multinode_args") or ()),
+        package=data.get("package"),
+        router_package=data.get("router_package"),
     )
     if not engine.health_path.startswith("/"):
         _fail(
@@ -398,7 +403,7 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
         weights=data.get("weights"),
         vars=dict(data.get("vars") or {}),
         hardware={
-            name: Placement(h.get("nodes", 1), h.get("image"))
+            name: Placement(h.get("nodes", 1), h.get("image"), h.get("vars") or {})
             for name, h in (data.get("hardware") or {}).items()
         },
         modes=modes,

@@ -28,6 +28,11 @@ from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.shell import exports, join
 
+
+class MissingValue(ConfigError):
+    """A value the recipe needs is null in the matrix ("to confirm"): the cell needs data."""
+
+
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 DIST_INIT_PORT = 20000
 SERVER = "server"
@@ -157,14 +162,34 @@ def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
     return tuple(out)
 
 
+def _vars(card: ModelCard, cell: Cell) -> dict[str, str]:
+    """The card's placeholder defaults, then its hardware entry's (a host's own vars win over both)."""
+    return {**card.vars, **card.hardware[cell.hardware].vars}
+
+
 def digest(card: ModelCard, cell: Cell) -> str:
     payload = {
         "engine": card.engine.name,
         "weights": card.weights,
-        "vars": card.vars,
+        "vars": _vars(card, cell),
         "roles": [t.__dict__ for t in templates(card, cell)],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:16]
+
+
+def placeholder_hosts(matrix: Matrix, cell: Cell, n: int) -> list[Host]:
+    """Hosts node0..N for a recipe without an inventory, like the cookbook prints it. They carry
+    the catalogue's accelerator count; a null one stays unknown, so no `--tp` is guessed."""
+    return [
+        Host(
+            name=f"node{i}",
+            hardware=cell.hardware,
+            address=f"<node{i}>",
+            accelerators=matrix.hardware[cell.hardware].accelerators_per_node,
+            vars=(("model_root", "<model_root>"),),
+        )
+        for i in range(n)
+    ]
 
 
 def hosts_needed(card: ModelCard, cell: Cell) -> int:
@@ -183,6 +208,21 @@ def _substitute(text: str, values: dict[str, str], where: str, card: ModelCard) 
         return values[key]
 
     return PLACEHOLDER.sub(one, text)
+
+
+def _tp(matrix: Matrix, cell: Cell, t: RoleTemplate, hosts: Sequence[Host]) -> str:
+    """Accelerators across a role's hosts. A count that is unknown (a null in the catalogue)
+    stops rendering where `{tp}` is used: the cell needs data, never a guessed `--tp`."""
+    counts = [h.accelerators for h in hosts]
+    if None not in counts:
+        return str(sum(counts))
+    if any("{tp}" in text for text in (*t.argv, *(v for _, v in t.env))):
+        raise MissingValue(
+            matrix.root / "hardware.yaml",
+            f"hardware.{cell.hardware}.accelerators_per_node",
+            f"is null (to confirm) and {cell.id} ({t.role}) needs it for {{tp}}",
+        )
+    return ""
 
 
 def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int = 0) -> Recipe:
@@ -211,14 +251,14 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
         for rank, host in enumerate(role_hosts):
             values = {
                 **shared,
-                **card.vars,  # the card's defaults; the host's own vars win
+                **_vars(card, cell),  # the card's and its hardware entry's defaults; the host's own vars win
                 **host.var,
                 "host": host.address,
                 "port": str(t.port + port_offset),
                 "rank": str(rank),
                 "nnodes": str(len(role_hosts)),
                 "dist_init_addr": f"{role_hosts[0].address}:{DIST_INIT_PORT + port_offset}",
-                "tp": str(sum(h.accelerators for h in role_hosts)),
+                "tp": _tp(matrix, cell, t, role_hosts),
             }
             values["bind"] = _substitute(card.engine.bind, values, "engine.bind", card)
             values["weights"] = _substitute(card.weights or "", values, "weights", card)
