@@ -281,3 +281,40 @@ def test_resigned_raw_record_mutations_are_never_accepted(lab, data):
     with tempfile.TemporaryDirectory() as tmp:
         bundle = write_members(Path(tmp) / "b.tar.gz", resign(members, lab.key, VENDOR, Path(tmp)))
         assert_rejected(lab, bundle)
+
+
+CONSISTENT_EDITS = ("scale", "prompt", "generated", "drop", "duplicate")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_consistent_record_mutations_are_never_accepted(lab, data):
+    """A vendor edits raw records, reruns the checker's own recomputation into its evidence and
+    re-signs: every claim then matches the records, so only the engine's account can object."""
+    from .submission_corpus.hostile import recomputed, scale_times
+
+    members = read_members(lab.bundle)
+    name = data.draw(st.sampled_from(sorted(n for n in members if "/records/" in n)))
+    op = data.draw(st.sampled_from(CONSISTENT_EDITS))
+    doc = json.loads(members[name])
+    records = doc["records"]
+    i = data.draw(st.integers(0, len(records) - 1))
+    if op == "scale":
+        scale_times(records, data.draw(st.sampled_from([0.25, 0.5, 0.9])))
+    elif op == "prompt":
+        records[i]["usage"]["prompt_tokens"] *= data.draw(st.sampled_from([2, 4]))
+    elif op == "generated":
+        records[i]["usage"]["completion_tokens"] += data.draw(st.sampled_from([-1, 1, 3]))
+        assume(records[i]["usage"]["completion_tokens"] >= len(records[i]["chunks"]))
+    elif op == "drop":
+        del records[i]
+    else:  # one more request than the server served, after the last one
+        late = max(r["end"] for r in records) + 0.5
+        records.append(
+            {**records[i], "id": records[i]["id"] + "-x", "send": late, "first": late, "end": late + 1}
+        )
+    members = {**members, name: json.dumps(doc).encode()}
+    with tempfile.TemporaryDirectory() as tmp:
+        members = recomputed(members, lab, Path(tmp))
+        bundle = write_members(Path(tmp) / "b.tar.gz", resign(members, lab.key, VENDOR, Path(tmp)))
+        assert_rejected(lab, bundle)

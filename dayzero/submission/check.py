@@ -23,6 +23,7 @@ from dayzero.spec.matrix import load_matrix
 from dayzero.submission import (
     antigaming,
     completeness,
+    engine_account,
     manifest,
     provenance,
     recompute,
@@ -43,6 +44,7 @@ FAMILIES = (
     antigaming.CHECKS,
     provenance.CHECKS,
     timeline.CHECKS,
+    engine_account.CHECKS,
 )
 ACCEPTED, REJECTED, UNUSABLE = "accepted", "rejected", "unusable"
 EXIT = {ACCEPTED: 0, REJECTED: 1, UNUSABLE: 2}

@@ -159,15 +159,17 @@ def slow_records_claimed_fast(members: Members) -> Members:
         if "/perf-" not in rel:
             continue
 
-        def stretch(doc):
-            t0 = min(r["send"] for r in doc["records"])
-            for r in doc["records"]:
-                for key in ("send", "first", "end"):
-                    r[key] = t0 + (r[key] - t0) * 100
-                r["chunks"] = [c * 100 for c in r["chunks"]]
-
-        members = edit_json(members, rel, stretch)
+        members = edit_json(members, rel, lambda doc: scale_times(doc["records"], 100))
     return members
+
+
+def scale_times(records: list[dict], factor: float) -> None:
+    """Every time of a phase scaled toward its first send: a faster or slower server than measured."""
+    t0 = min(r["send"] for r in records)
+    for r in records:
+        for key in ("send", "first", "end"):
+            r[key] = t0 + (r[key] - t0) * factor
+        r["chunks"] = [c * factor for c in r["chunks"]]
 
 
 def drop_check(prefix: str) -> Callable[[Members], Members]:
@@ -395,6 +397,62 @@ def deeply_nested(members: Members) -> Members:
     return {**members, ev: json.dumps(doc).encode()}
 
 
+# --- records against the engine's own account (issue 12, class 1) ---------------------------------
+
+
+def server_log_name(members: Members) -> str:
+    return run_file(members, evidence_name(members), ".log")
+
+
+def scaled_times(members: Members) -> Members:
+    """Every time of a phase scaled toward its start by 0.5: twice the throughput, on the client's word."""
+    rel = perf_file(members, evidence_name(members))
+    return edit_json(members, rel, lambda doc: scale_times(doc["records"], 0.5))
+
+
+def prompt_tokens_times_four(members: Members) -> Members:
+    rel = perf_file(members, evidence_name(members))
+
+    def change(doc):
+        for r in doc["records"]:
+            r["usage"]["prompt_tokens"] *= 4
+
+    return edit_json(members, rel, change)
+
+
+def records_by_hand(members: Members) -> Members:
+    """More requests than the server served: a phase's records written twice over."""
+    rel = perf_file(members, evidence_name(members))
+
+    def change(doc):
+        copies = []
+        for k, r in enumerate(doc["records"]):
+            late = max(x["end"] for x in doc["records"]) + 0.01 * (k + 1)
+            copies.append({**r, "id": r["id"] + "-again", "send": late, "first": late, "end": late + 1.0})
+        doc["records"] += copies
+
+    return edit_json(members, rel, change)
+
+
+def log_of_another_cell(members: Members) -> Members:
+    """The server log of a four-slot launch under a one-slot recipe."""
+    log = server_log_name(members)
+    text = members[log].decode()
+    assert "n_slots = 1," in text
+    return {**members, log: text.replace("n_slots = 1,", "n_slots = 4,", 1).encode()}
+
+
+def not_a_server_log(members: Members) -> Members:
+    return {**members, server_log_name(members): b"started, all fine\n"}
+
+
+def gpu_device_on_cpu(members: Members) -> Members:
+    """A log that says the engine ran on a GPU, for a cell of cpu hardware."""
+    log = server_log_name(members)
+    line = "0.00.100.000 I srv    load_model: using device CUDA0 (NVIDIA H200) - 140000 MiB free\n"
+    return {**members, log: line.encode() + members[log]}
+
+
 def truncated(lab: Lab, tmp: Path) -> Path:
     data = lab.bundle.read_bytes()
     target = out(tmp, "truncated")
@@ -529,6 +587,12 @@ CASES = [
     Case("tar-after-end-of-archive", "extract.trailing", tar_after_tar),
     Case("unreferenced-file", "schema.unreferenced", edited(unreferenced_log, sign=True)),
     Case("deeply-nested-evidence", "schema.depth", edited(deeply_nested, sign=True)),
+    Case("times-scaled-by-half", "engine.records", edited(scaled_times, sign=True)),
+    Case("prompt-tokens-times-four", "engine.records", edited(prompt_tokens_times_four, sign=True)),
+    Case("records-written-by-hand", "engine.requests", edited(records_by_hand, sign=True)),
+    Case("log-of-another-cell", "engine.launch", edited(log_of_another_cell, sign=True)),
+    Case("not-a-server-log", "engine.log", edited(not_a_server_log, sign=True)),
+    Case("gpu-device-on-a-cpu-cell", "engine.device", edited(gpu_device_on_cpu, sign=True)),
 ]
 
 FORGING = {
@@ -538,3 +602,42 @@ FORGING = {
     "newline-in-claimed-cell",
     "newline-in-manifest-vendor",
 }
+
+
+def recomputed(members: Members, lab: Lab, tmp: Path) -> Members:
+    """Evidence rewritten to say exactly what the checker recomputes from the (edited) raw records,
+    as a vendor who runs the checker before submitting would: only cross-checks can then object."""
+    from dayzero.submission.extract import extract
+    from dayzero.submission.recompute import recompute_all
+    from dayzero.submission.schema import load_subject
+
+    staged = write_members(tmp / "to-recompute.tar.gz", members)
+    bundle, _ = extract(staged, tmp / "to-recompute")
+    subject, _ = load_subject(bundle)
+    for name, r in recompute_all(subject, lab.ref).items():
+
+        def change(doc, r=r):
+            doc["checks"] = [
+                r.checks[c["name"]].to_json() if c["name"] in r.checks else c for c in doc["checks"]
+            ]
+            doc["verdict"] = "passed" if all(c.passed for c in r.checks.values()) else "failed"
+
+        members = edit_json(members, name, change)
+    staged.unlink()
+    return members
+
+
+def consistent(change: Callable[[Members], Members]) -> Callable[[Lab, Path], Path]:
+    """A records edit with the evidence recomputed to match, then re-signed."""
+
+    def build(lab: Lab, tmp: Path) -> Path:
+        members = recomputed(change(lab.members()), lab, tmp)
+        return write_members(out(tmp, "consistent"), resign(members, lab.key, VENDOR, tmp))
+
+    return build
+
+
+CASES += [
+    Case("times-scaled-recomputed", "engine.records", consistent(scaled_times)),
+    Case("prompt-tokens-recomputed", "engine.records", consistent(prompt_tokens_times_four)),
+]

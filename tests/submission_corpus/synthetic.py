@@ -70,6 +70,7 @@ class FakeClient:
         self.texts = texts
         self.itl_s = itl_s
         self.generated = 0
+        self.served: list[tuple[float, int, int, int, float]] = []  # send, slot, prompt, tokens, time
 
     def metrics(self) -> str:
         drafts = self.generated // 4
@@ -95,6 +96,7 @@ class FakeClient:
             end = send + chunks[-1] + 0.001
             slots[slot] = end
             self.generated += n
+            self.served.append((send, slot, req.get("input_len", 12), n, chunks[-1]))
             record = {
                 "id": req["id"],
                 "kind": req.get("kind", "chat"),
@@ -110,6 +112,7 @@ class FakeClient:
                     "completion_tokens": n,
                     "prompt_tokens": req.get("input_len", 12),
                     "total_tokens": n + 12,
+                    "prompt_tokens_details": {"cached_tokens": 0},
                 },
                 "error": None,
                 "proc": 0,
@@ -146,6 +149,38 @@ class FakeClient:
             ],
             "records": records,
         }
+
+
+def _stamp(t: float) -> str:
+    """llama-server's time since start: minutes.seconds.milliseconds.microseconds."""
+    us = round(t * 1e6)
+    return f"{us // 60_000_000}.{us // 1_000_000 % 60:02d}.{us // 1000 % 1000:03d}.{us % 1000:03d}"
+
+
+def server_log(command: str, served: list[tuple], server_start: float) -> str:
+    """The log llama-server writes for these requests (the lines the checker reads, as in a real one)."""
+    from dayzero.submission.engine_account import launch_flags
+
+    flags = launch_flags(command)
+    lines = [
+        "0.00.005.739 I srv  llama_server: initializing ...",
+        f"0.00.009.538 I srv    load_model: loading model '{flags.get('model', 'model.gguf')}'",
+        f"0.00.389.874 I cmn          init: llama threadpool init, n_threads = {flags.get('threads', 2)}",
+        f"0.00.765.839 I srv    load_model: initializing, n_slots = {flags.get('slots', 1)}, n_ctx = 512",
+        f"0.00.767.645 I srv  llama_server: listening on http://127.0.0.1:{flags.get('port', 18080)}",
+    ]
+    for task, (send, slot, prompt, tokens, total) in enumerate(sorted(served)):
+        begin, done = send - server_start, send - server_start + total
+        prompt_ms, eval_ms = TTFT_S * 1e3, total * 1e3 - TTFT_S * 1e3
+        head = f"I slot print_timing: id  {slot} | task {task} |"
+        lines += [
+            f"{_stamp(begin)} I slot launch_slot_: id  {slot} | task {task} | processing task, is_child = 0",
+            f"{_stamp(done)} {head} prompt eval time = {prompt_ms:10.2f} ms / {prompt:5d} tokens",
+            f"{_stamp(done)} {head}        eval time = {eval_ms:10.2f} ms / {tokens:5d} tokens",
+            f"{_stamp(done)} {head}       total time = {total * 1e3:10.2f} ms / {prompt + tokens:5d} tokens",
+            f"{_stamp(done)} I slot      release: id  {slot} | task {task} | stop processing",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def known_answers(card, suites: Path) -> dict[str, str]:
@@ -196,10 +231,11 @@ def run_cell(
         step=lambda title: contextlib.nullcontext(),
     )
     run_all(card, cell, ep, HOST.accelerators, suites, into=checks)
+    recipe = render(matrix, cell, [HOST])
     log = base / "logs" / "local-server-0.log"
     (reports / log).parent.mkdir(parents=True, exist_ok=True)
-    (reports / log).write_text("main: server is listening on http://127.0.0.1:18080\n")
-    recipe = render(matrix, cell, [HOST])
+    launch = launches_json(recipe, ())[0]["command"]
+    (reports / log).write_text(server_log(launch, client.served, start - 1.0))
     doc = {
         "schema_version": 1,
         "cell": cell.id,

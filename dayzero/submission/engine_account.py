@@ -1,0 +1,223 @@
+"""Cross-checks of the client's raw records against the engine's own account (its server log).
+
+The raw records are the client's word; the server log is a second account, written by the
+engine. Each record must agree with it, within stated tolerances:
+
+- request counts equal: requests the log says it served = completed records + warm-up requests
+  (per records file, in the order the phases ran; the log has no wall clock, so phases are
+  matched by order);
+- per request (within a phase, as multisets, since concurrent requests may start in any order):
+  generated tokens equal, prompt tokens the server evaluated equal (prompt minus cached, where
+  the client's usage says how many were cached), and a client's end-to-end time never shorter
+  than the server's own time for that request (less `TIME_TOLERANCE_S` for rounding);
+- a phase's span on the server (first start to last finish) not longer than the client's;
+- launch facts: slots equal the recipe's --parallel, threads its --threads, the model file and
+  the listen port the recipe's; devices: none on cpu hardware, at least the host's accelerators
+  elsewhere.
+
+What a vendor controlling both the server and the client can still forge is listed in the README
+("Vendor submissions"): a log is only as honest as the machine that wrote it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+
+from dayzero.submission.bundle import Reference, Subject
+from dayzero.submission.engine_logs import Served, ServerAccount, parser_for
+from dayzero.submission.findings import Finding, short
+
+TIME_TOLERANCE_S = 0.002  # the log rounds to 0.01 ms, the client to 1 µs; clocks tick differently
+FLAGS = {  # launch flag -> the account's field (llama-server's short and long forms)
+    "--parallel": "slots",
+    "-np": "slots",
+    "--threads": "threads",
+    "-t": "threads",
+    "--model": "model",
+    "-m": "model",
+}
+
+
+def launch_flags(command: str) -> dict[str, str]:
+    """The recipe's flags as launched (later ones win, as argparse does)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return {}
+    out = {}
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag in FLAGS:
+            out[FLAGS[flag]] = value
+        elif flag == "--port":
+            out["port"] = value
+    return out
+
+
+def _completed(records: list[dict]) -> list[dict]:
+    return [r for r in records if r.get("end") is not None and not r.get("error")]
+
+
+def _warmups(answer: dict) -> int:
+    warm = answer.get("warmup")
+    if not isinstance(warm, dict):
+        return 0
+    requests, errors = warm.get("requests"), warm.get("errors") or 0
+    return max(requests - errors, 0) if isinstance(requests, int) and isinstance(errors, int) else 0
+
+
+def _prompt_evaluated(r: dict) -> int | None:
+    usage = r.get("usage") or {}
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict) or not isinstance(details.get("cached_tokens"), int):
+        return None
+    if not isinstance(usage.get("prompt_tokens"), int):
+        return None
+    return usage["prompt_tokens"] - details["cached_tokens"]
+
+
+def _generated(r: dict) -> int | None:
+    usage = r.get("usage") or {}
+    value = usage.get("completion_tokens")
+    return value if isinstance(value, int) else None
+
+
+def phases(s: Subject, doc: dict) -> list[tuple[str, dict]]:
+    """The evidence's records files in the order they ran (by their first send)."""
+    named = [(rel, s.records[rel]) for rel in doc.get("records", []) if rel in s.records]
+
+    def first(item):
+        sends = [r["send"] for r in item[1]["records"] if isinstance(r.get("send"), int | float)]
+        return min(sends) if sends else float("inf")
+
+    return sorted(named, key=first)
+
+
+def phase_problem(records: list[dict], served: list[Served]) -> str:
+    """Why a phase's records disagree with the server's account of the same requests ('' if none)."""
+    full = all(_prompt_evaluated(r) is not None for r in records)
+
+    def key_of_record(r):
+        return (_prompt_evaluated(r) if full else None, _generated(r))
+
+    def key_of_served(x):
+        return (x.prompt_evaluated if full else None, x.generated)
+
+    mine = Counter(key_of_record(r) for r in records)
+    theirs = Counter(key_of_served(x) for x in served)
+    if mine != theirs:
+        extra = sorted((mine - theirs).elements(), key=str)[:3]
+        missing = sorted((theirs - mine).elements(), key=str)[:3]
+        what = "(prompt tokens evaluated, generated tokens)" if full else "(-, generated tokens)"
+        return f"tokens {what}: records {extra}, server {missing}"
+    for key in mine:  # the client's times must dominate the server's, request for request
+        client = sorted(r["end"] - r["send"] for r in records if key_of_record(r) == key)
+        server = sorted(x.total_s for x in served if key_of_served(x) == key)
+        for c, t in zip(client, server, strict=True):
+            if c < t - TIME_TOLERANCE_S:
+                return (
+                    f"a request {key} took {c * 1e3:.1f} ms end to end at the client, "
+                    f"the server's own time for it is {t * 1e3:.1f} ms"
+                )
+    client_span = max(r["end"] for r in records) - min(r["send"] for r in records)
+    server_span = max(x.start_s + x.total_s for x in served) - min(x.start_s for x in served)
+    if client_span < server_span - TIME_TOLERANCE_S * len(served):
+        return f"the phase took {client_span:.3f} s at the client, {server_span:.3f} s on the server"
+    return ""
+
+
+def _launch_findings(log: str, doc: dict, account: ServerAccount) -> list[Finding]:
+    launches = doc["recipe"]["launches"]
+    if len(launches) != 1 or not isinstance(launches[0].get("command"), str):
+        return []
+    flags = launch_flags(launches[0]["command"])
+    out = []
+    for field in ("slots", "threads"):
+        got = getattr(account, field)
+        if field in flags and got is not None and str(got) != flags[field]:
+            out.append(Finding(log, "engine.launch", f"{field} {got} in the log", f"{flags[field]} (recipe)"))
+    if (
+        "model" in flags
+        and account.model is not None
+        and account.model.rsplit("/", 1)[-1] != flags["model"].rsplit("/", 1)[-1]
+    ):
+        out.append(
+            Finding(
+                log, "engine.launch", f"model {short(account.model)}", f"{short(flags['model'])} (recipe)"
+            )
+        )
+    if "port" in flags and account.listen is not None and account.listen.rsplit(":", 1)[-1] != flags["port"]:
+        out.append(
+            Finding(
+                log,
+                "engine.launch",
+                f"listening on {short(account.listen)}",
+                f"port {flags['port']} (recipe)",
+            )
+        )
+    return out
+
+
+def _device_findings(log: str, doc: dict, account: ServerAccount) -> list[Finding]:
+    if account.engine != "llama.cpp":
+        return []
+    if doc["hardware"] == "cpu" and account.devices:
+        return [Finding(log, "engine.device", f"devices {list(account.devices)}", "none (cpu hardware)")]
+    want = sum(h.get("accelerators") or 0 for h in doc["hosts"] if isinstance(h.get("accelerators"), int))
+    if doc["hardware"] != "cpu" and len(account.devices) < max(want, 1):
+        return [
+            Finding(
+                log,
+                "engine.device",
+                f"{len(account.devices)} accelerator device(s) in the log",
+                f"{max(want, 1)} on {doc['hardware']}",
+            )
+        ]
+    return []
+
+
+def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
+    logs = [rel for rel in doc.get("logs", []) if s.bundle.has(rel)]
+    parse = parser_for(doc["engine"]["name"])
+    if parse is None or len(logs) != 1 or len(doc["recipe"]["launches"]) != 1:
+        return []  # multi-launch cells and other engines: see the module docstring and the README
+    log = logs[0]
+    account = parse(s.bundle.path(log).read_text(errors="replace"))
+    if not account.ready:
+        return [
+            Finding(log, "engine.log", "no start-up line of the engine", f"a {account.engine} server log")
+        ]
+    out = _launch_findings(log, doc, account) + _device_findings(log, doc, account)
+    ordered = phases(s, doc)
+    want = sum(len(_completed(a["records"])) + _warmups(a) for _, a in ordered)
+    if account.count != want:
+        out.append(
+            Finding(
+                log,
+                "engine.requests",
+                f"{account.count} requests served in the log",
+                f"{want}: the completed records and warm-up requests of {len(ordered)} records file(s)",
+            )
+        )
+        return out
+    if not account.served:
+        return out
+    at = 0
+    for rel, answer in ordered:
+        records = _completed(answer["records"])
+        at += _warmups(answer)
+        served = list(account.served[at : at + len(records)])
+        at += len(records)
+        if records and (problem := phase_problem(records, served)):
+            out.append(Finding(rel, "engine.records", problem, f"the records as {log} accounts for them"))
+    return out
+
+
+def check_engine_account(s: Subject, ref: Reference) -> list[Finding]:
+    out = []
+    for name, doc in sorted(s.evidence.items()):
+        out += cross_check(s, name, doc)
+    return out
+
+
+CHECKS = (check_engine_account,)
