@@ -7,7 +7,7 @@ Needs the peer in a separate venv: `python3 -m venv .venv-bench && .venv-bench/b
 aiperf gguf` (aiperf needs a Hugging Face tokenizer; `loadgen_tokenizer.py` writes one from the
 model's GGUF since the hub is not reachable). Without it the peer columns are skipped.
 
-Servers: the stub (dayzero.loadgen.stub, port 19010) streams pre-rendered tokens, so with no
+Servers: the stub (tools/devlab/stub.py, port 19010) streams pre-rendered tokens, so with no
 delay it is faster than any client and measures the client's ceiling; with a fixed TTFT and
 inter-token delay it is the ground truth for the latency a client adds. llama-server (port
 19020, pinned to CPU 0, prompt cache off) is the real server both clients measure in
@@ -35,10 +35,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
 from dayzero.checks.performance import saturation, summarize  # noqa: E402
-from dayzero.engine import cache_root  # noqa: E402
+from dayzero.lab.cache import cache_root  # noqa: E402
 from dayzero.loadgen import client_source  # noqa: E402
 
 STUB_PORT, LLAMA_PORT = 19010, 19020
@@ -98,7 +98,7 @@ def stub(ttft: float, itl: float, log_dir: Path):
     argv = [
         sys.executable,
         "-m",
-        "dayzero.loadgen.stub",
+        "devlab.stub",
         "--port",
         str(STUB_PORT),
         "--ttft",

@@ -20,11 +20,12 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
-from dayzero import testbed  # noqa: E402
 from dayzero.lab.transport import ssh  # noqa: E402
 from dayzero.spec.inventory import load_inventory  # noqa: E402
+from devlab import testbed  # noqa: E402
 
 
 def timed(fn, n: int) -> list[float]:

@@ -171,6 +171,8 @@ def cmd_report(args) -> int:
         Path(args.output) if args.output else None,
         history=Path(args.history) if args.history else None,
         name=args.name,
+        allure=args.allure,
+        near=Path(args.matrix).resolve().parent,
     )
     size = index.stat().st_size / 2**20
     print(f"report: {index} ({size:.1f} MiB, built in {time.monotonic() - started:.1f}s)")
@@ -184,7 +186,7 @@ def cmd_nightly(args) -> int:
 
 
 def cmd_engine(args) -> int:
-    from dayzero import engine
+    from dayzero.lab import cache as engine
 
     return engine.main(["--print-paths"] if args.print_paths else [])
 
@@ -253,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", help="Allure history file (default: <reports>/allure-history.jsonl)")
     p.add_argument("--name", default="dayzero", help="report title")
     p.add_argument("--stale-after", type=float, default=30.0, help="days before evidence is Stale (30)")
+    p.add_argument("--allure", help="where Allure 3 is installed (default: $DAYZERO_ALLURE, tools/allure)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(

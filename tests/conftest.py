@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dayzero.engine import model_path, server_binary
+from dayzero.lab.cache import model_path, server_binary
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))  # devlab: testbed, stub engine, browser (not installed)
 
 
 def write_yaml(path: Path, data) -> Path:

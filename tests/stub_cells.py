@@ -1,6 +1,6 @@
 """A one-model matrix served by the load generator's stub server, for report and nightly tests.
 
-The stub (`dayzero.loadgen.stub`) is a stand-in engine on purpose: it is the cheap, exact way to
+The stub (`devlab.stub`, in tools/) is a stand-in engine on purpose: it is the cheap, exact way to
 inject a fault a real engine cannot be told to produce on demand -- here a slower host (its
 time to first token comes from the host's `vars`, outside the recipe, like a lab machine that
 got slower overnight) and a server that echoes its environment into its log. Everything else
@@ -17,10 +17,11 @@ from pathlib import Path
 from .conftest import REPO, write_yaml
 
 STUB_PORT = 18740
+TOOLS = str(REPO / "tools")  # where `devlab.stub` lives (development tooling, not installed)
 
 
 def stub_card(*, model: str = "stubby", env: dict | None = None, echo_env: bool = False) -> dict:
-    serve = [sys.executable, "-m", "dayzero.loadgen.stub", "--port", "{port}", "--ttft", "{ttft}"]
+    serve = [sys.executable, "-m", "devlab.stub", "--port", "{port}", "--ttft", "{ttft}"]
     command = (
         ["sh", "-c", 'env; echo "setup: $DZ_SETUP_SEEN"; exec "$@"', "stub", *serve] if echo_env else serve
     )
@@ -33,7 +34,7 @@ def stub_card(*, model: str = "stubby", env: dict | None = None, echo_env: bool 
             "bind": "127.0.0.1",
             "version_command": "echo stub 1.0",
         },
-        "recipe": {"port": STUB_PORT, "command": command, "env": {"PYTHONPATH": str(REPO), **(env or {})}},
+        "recipe": {"port": STUB_PORT, "command": command, "env": {"PYTHONPATH": TOOLS, **(env or {})}},
         "hardware": {"cpu": {"nodes": 1}},
         "modes": {
             "low_latency": {"concurrency": 1, "args": []},

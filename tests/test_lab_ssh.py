@@ -1,6 +1,6 @@
 """The lab path over real OpenSSH: cpu cells on loopback sshd hosts, in parallel, with faults.
 
-`dayzero.testbed` starts real `sshd` processes on 127.0.0.2.. (lab3 reachable only through lab1);
+`devlab.testbed` (tools/) starts real `sshd` processes on 127.0.0.2.. (lab3 reachable only through lab1);
 the cells run the real llama-server on them through the paramiko transport. Each host binds its
 own loopback address, so the hosts' servers never share a port.
 """
@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dayzero import testbed
-from dayzero.engine import model_path, server_binary
 from dayzero.evidence import slug
+from dayzero.lab.cache import model_path, server_binary
 from dayzero.run.cell import RunContext, new_run_id, run_cell
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
+from devlab import testbed
 
 from .conftest import REPO, fake_card, needs_engine, processes_matching, write_yaml
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from dayzero import cli
-from dayzero.engine import server_binary
+from dayzero.lab.cache import server_binary
 from dayzero.spec import lint, llama_help
 from dayzero.spec.matrix import load_matrix
 from dayzero.spec.recipe import MissingValue, hosts_needed, placeholder_hosts, render

@@ -1,6 +1,6 @@
 """The host client against the stub server, shipped the real way (python3 - '<spec>' on stdin).
 
-The stub (dayzero.loadgen.stub) exists for what a real engine cannot be told to do: flood
+The stub (tools/devlab/stub.py) exists for what a real engine cannot be told to do: flood
 tokens, stop early, over-report usage, drop a connection. No test here asserts a speed.
 """
 
@@ -18,13 +18,13 @@ from dayzero.checks.performance import (
 )
 from dayzero.lab.deploy import run_client
 from dayzero.lab.transport.local import LocalTransport
-from dayzero.loadgen.stub import StubConfig, StubServer
 from dayzero.run.phases import Endpoint, measure_workload, run_speculative
 from dayzero.spec import card as model_card
 from dayzero.spec.card import Compliance, Floor, Protocol
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell
 from dayzero.spec.workloads import load_workload
+from devlab.stub import StubConfig, StubServer
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "suites" / "workloads"

@@ -11,7 +11,7 @@ import json
 import re
 import subprocess
 
-from dayzero.report.browser import AllureReportPage, Browser
+from devlab.browser import AllureReportPage, Browser
 
 from .conftest import REPO
 from .stub_cells import stub_card, stub_inventory, stub_matrix

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 
-from dayzero.report.browser import AllureReportPage, Browser
+from devlab.browser import AllureReportPage, Browser
 
 from .conftest import REPO, run_pytest, write_yaml
 from .stub_cells import stub_card, stub_inventory, stub_matrix

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dayzero.engine import cache_root, model_path, server_binary
+from dayzero.lab.cache import cache_root, model_path, server_binary
 from dayzero.report import plots
-from dayzero.report.browser import AllureReportPage, Browser, chromium_path
+from devlab.browser import AllureReportPage, Browser, chromium_path
 
 from .conftest import REPO, needs_engine, run_pytest, write_yaml
 from .test_acceptance import html_statuses, md_statuses

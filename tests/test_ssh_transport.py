@@ -1,4 +1,4 @@
-"""SSHTransport against real OpenSSH servers (dayzero.testbed): three sshd on 127.0.0.2-4, the
+"""SSHTransport against real OpenSSH servers (tools/devlab/testbed.py): three sshd on 127.0.0.2-4, the
 third reachable only through the first. Needs `openssh-server` (skipped without it, failed under CI).
 
 Run: .venv/bin/pytest tests/test_ssh_transport.py
@@ -21,12 +21,12 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from dayzero import testbed
 from dayzero.errors import CommandTimeout, ConfigError, InfrastructureError
 from dayzero.lab.transport import open_transport
 from dayzero.lab.transport import ssh as ssh_mod
 from dayzero.lab.transport.ssh import NewHostKeyWarning, SSHTransport
 from dayzero.spec.inventory import Host, load_inventory
+from devlab import testbed
 
 if not os.path.exists(testbed.SSHD):
     if os.environ.get("CI"):

@@ -6,5 +6,4 @@
 - `allure_build`: `dayzero report`, the single-file Allure 3 HTML report with history;
 - `plots`: the SVG charts attached to each cell;
 - `nightly`: night-over-night comparison and the nightly run;
-- `browser`: headless Chromium over CDP, to check a report as a reader sees it.
 """

@@ -1,7 +1,9 @@
 """`dayzero report`: the Allure 3 HTML report as one self-contained file, with history.
 
 Allure 3 is the npm package `allure`, pinned in `tools/allure/package.json` (exact version, with
-its lock file) and installed by `tools/setup` with `npm ci`. We write its config per build (a
+its lock file) and installed by `tools/setup` with `npm ci`. It is not part of the Python package,
+so it is looked up explicitly (`--allure DIR`, `$DAYZERO_ALLURE`), else in the checkout the run
+is in (`tools/allure` under the working directory or next to the matrix). We write its config per build (a
 JSON `allurerc`): the awesome plugin in single-file mode, our categories, and a history file
 that every build appends to, so the report's history and trends follow each cell across runs.
 """
@@ -18,8 +20,8 @@ from pathlib import Path
 from dayzero.errors import DayzeroError
 from dayzero.report.allure_env import CATEGORIES
 
-REPO = Path(__file__).resolve().parents[2]
-ALLURE_CLI = REPO / "tools" / "allure" / "node_modules" / "allure" / "cli.js"
+ALLURE_DIR = Path("tools") / "allure"  # in a checkout: where `npm ci` installs the pinned Allure 3
+ALLURE_CLI = Path("node_modules") / "allure" / "cli.js"
 RESULTS = "allure-results"
 REPORT = "allure-report"
 HISTORY = "allure-history.jsonl"
@@ -29,13 +31,22 @@ class ReportError(DayzeroError):
     """The report could not be built (Allure 3 not installed, or it failed)."""
 
 
-def allure_cli() -> Path:
-    cli = Path(os.environ.get("DAYZERO_ALLURE_CLI") or ALLURE_CLI)
-    if not cli.is_file():
-        raise ReportError(
-            f"Allure 3 is not installed ({cli} missing): run tools/setup (npm ci in tools/allure)"
-        )
-    return cli
+def allure_cli(allure: Path | None = None, near: Path | None = None) -> Path:
+    """Allure 3's cli.js: in `allure` (or $DAYZERO_ALLURE) if given, else in tools/allure of the
+    working directory or of `near` (the checkout holding the matrix)."""
+    explicit = allure or os.environ.get("DAYZERO_ALLURE")
+    if explicit:
+        dirs = [Path(explicit)]
+    else:
+        dirs = [Path.cwd() / ALLURE_DIR] + ([Path(near) / ALLURE_DIR] if near else [])
+    for directory in dirs:
+        if (directory / ALLURE_CLI).is_file():
+            return (directory / ALLURE_CLI).resolve()
+    raise ReportError(
+        f"Allure 3 is not installed: no {ALLURE_CLI} in {' or '.join(map(str, dirs))}. Run "
+        "`npm ci` in tools/allure of a dayzero checkout (tools/setup does), then run from that "
+        "checkout or name the folder with --allure DIR or $DAYZERO_ALLURE"
+    )
 
 
 def config(output: Path, history: Path | None, name: str) -> dict:
@@ -65,8 +76,12 @@ def build(
     history: Path | None = None,
     name: str = "dayzero",
     timeout: float = 600,
+    allure: Path | None = None,
+    near: Path | None = None,
 ) -> Path:
-    """Generate `<output>/index.html` from `<reports_dir>/allure-results`; returns its path."""
+    """Generate `<output>/index.html` from `<reports_dir>/allure-results`; returns its path.
+
+    `allure` and `near` say where Allure 3 is installed (see `allure_cli`)."""
     reports_dir = Path(reports_dir).resolve()
     results = reports_dir / RESULTS
     if not any(results.glob("*-result.json")):
@@ -76,7 +91,7 @@ def build(
     node = shutil.which("node")
     if node is None:
         raise ReportError("node (Node.js) is not on PATH: Allure 3 needs it")
-    cli = allure_cli()
+    cli = allure_cli(allure, near)
     if output.exists():
         shutil.rmtree(output)  # a single-file build next to a stale multi-file one would confuse readers
     history.parent.mkdir(parents=True, exist_ok=True)

@@ -262,7 +262,11 @@ def run_nightly(args) -> int:
     if not args.no_report:
         try:
             out = allure_build.build(
-                night, night / "allure-report", history=root / HISTORY, name=f"dayzero nightly {stamp}"
+                night,
+                night / "allure-report",
+                history=root / HISTORY,
+                name=f"dayzero nightly {stamp}",
+                near=Path(args.suites_root),
             )
             print(f"[nightly] report: {out}", file=sys.stderr)
         except allure_build.ReportError as exc:

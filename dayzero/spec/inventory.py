@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dayzero.engine import cache_root
 from dayzero.errors import ConfigError
+from dayzero.lab.cache import cache_root
 from dayzero.spec import yamlfile
 
 CACHE_TOKEN = "${DAYZERO_CACHE}"

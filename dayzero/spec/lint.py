@@ -18,16 +18,17 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
-from dayzero import engine as llama_engine
 from dayzero.errors import DayzeroError
+from dayzero.lab import cache as llama_engine
 from dayzero.spec import llama_help, yamlfile
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix, ModelCard
 from dayzero.spec.recipe import MissingValue, Recipe, hosts_needed, placeholder_hosts, render
 
-ENGINE_SCRIPT = Path(__file__).with_name("engine_argv.py")
+ENGINE_SCRIPT = resources.files("dayzero.spec").joinpath("engine_argv.py")  # run in the engines venv
 SGLANG_LAUNCHERS = (("sglang", "serve"), ("-m", "sglang.launch_server"))
 ROUTER_LAUNCHERS = (("-m", "sglang_router.launch_router"),)
 
@@ -152,13 +153,14 @@ def _run_engine(commands: list[dict]) -> dict:
     python = engines_python()
     if not python.exists():
         raise LintError(f"no engines virtualenv at {python.parent.parent}: run tools/build-parsers")
-    done = subprocess.run(
-        [str(python), str(ENGINE_SCRIPT)],
-        input=json.dumps({"commands": commands}),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    with resources.as_file(ENGINE_SCRIPT) as script:
+        done = subprocess.run(
+            [str(python), str(script)],
+            input=json.dumps({"commands": commands}),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     if done.returncode != 0:
         raise LintError(f"the engines' parser failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout)

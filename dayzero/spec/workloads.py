@@ -34,7 +34,8 @@ DEFAULT_ISL = 128
 
 
 def suites_dir(goldens_dir: Path | None = None, matrix_root: Path | None = None) -> Path:
-    """Where workloads and evals live: $DAYZERO_SUITES, else next to the goldens, else the repo's."""
+    """Where workloads and evals live: $DAYZERO_SUITES, else next to the goldens or the matrix, else
+    `suites/` of the working directory (the checkout a run is in; the package ships no suites)."""
     if os.environ.get("DAYZERO_SUITES"):
         return Path(os.environ["DAYZERO_SUITES"])
     for base in (
@@ -43,7 +44,7 @@ def suites_dir(goldens_dir: Path | None = None, matrix_root: Path | None = None)
     ):
         if base and (base / "workloads").is_dir():
             return base
-    return Path(__file__).resolve().parent.parent / "suites"
+    return Path.cwd() / "suites"
 
 
 def _jsonl(path: Path) -> list[dict]:

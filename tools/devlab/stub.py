@@ -7,7 +7,7 @@ SSE chunks, so in flood mode (`itl=0`) it costs far less CPU per token than the 
 them, which is what measuring the client's ceiling needs. It also serves llama.cpp-style
 `/metrics` speculative counters that advance with every request, to test the counter diff.
 
-Run standalone for bench: `python -m dayzero.loadgen.stub --port 19010 --itl 0`.
+Run standalone for bench: `PYTHONPATH=tools python -m devlab.stub --port 19010 --itl 0`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,57 @@
+"""Where the embedded default's engine and model are cached on this machine, and `dayzero engine`.
+
+Stdlib only on purpose: `tools/build-engine` (development tooling, run before any virtualenv
+exists) imports these paths so the build and the runs agree on one cache. The cache lives
+outside the repository (``$DAYZERO_CACHE`` or ``~/.cache/dayzero``), keyed by version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUILD_SCRIPT = Path("tools") / "build-engine"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DAYZERO_CACHE") or Path.home() / ".cache" / "dayzero")
+
+
+def server_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
+    return cache_root() / "llama.cpp" / version
+
+
+def server_binary(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
+    return server_dir(version) / "bin" / "llama-server"
+
+
+def model_path() -> Path:
+    return cache_root() / "models" / SMOLLM2_GGUF
+
+
+def print_paths() -> None:
+    print(f"llama-server {server_binary()}\nmodel {model_path()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the cached paths, or build them with the checkout's `tools/build-engine` (not installed)."""
+    parser = argparse.ArgumentParser(prog="dayzero engine")
+    parser.add_argument("--print-paths", action="store_true", help="print the cached paths and exit")
+    args = parser.parse_args(argv)
+    if args.print_paths:
+        print_paths()
+        return 0
+    script = Path.cwd() / BUILD_SCRIPT
+    if not script.is_file():
+        print(
+            f"dayzero engine: no {BUILD_SCRIPT} here: the llama-server build is development tooling "
+            "of a dayzero checkout; run this from one (or run its tools/build-engine)",
+            file=sys.stderr,
+        )
+        return 2
+    return subprocess.run([sys.executable, str(script)]).returncode
