@@ -24,6 +24,10 @@ class InfrastructureError(DayzeroError):
     """The lab failed, not the product: reported as broken, in the infrastructure category."""
 
 
+class HostKeyError(InfrastructureError):
+    """A host's key is unknown or changed: a person must verify it, so waiting cannot help."""
+
+
 class CommandTimeout(InfrastructureError):
     """A command on a host ran past its wall-clock deadline."""
 

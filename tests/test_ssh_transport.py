@@ -423,3 +423,53 @@ def test_transports_of_one_host_share_one_connection(inv):
     first.close()
     assert second.run("echo $SSH_CLIENT", timeout=30).stdout == a  # same client port: same TCP connection
     assert transport(inv, "lab2").connection is not first.connection
+
+
+# --- host-key faults a lab meets (issue: retried for the whole lease wait, hints that did not paste)
+
+
+def test_unknown_host_key_is_broken_at_once_not_waited_for(inv, tmp_path):
+    """Leasing a host whose key is unknown fails on the first attempt, not after --lease-wait."""
+    from dayzero.errors import HostKeyError
+    from dayzero.lab.lease import acquire_all
+
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    attempts = []
+
+    def connect(host):
+        attempts.append(host.name)
+        return transport(inv, host.name, known_hosts=empty)
+
+    with pytest.raises(HostKeyError, match="unknown host key"):
+        acquire_all([inv.host("lab2")], 1, connect, run_id="r", cell_id="c", worker="w", wait=20)
+    assert attempts == ["lab2"], "a host-key fault is reported once, never retried"
+
+
+def test_keyscan_hint_through_the_jump_host_runs_as_pasted(bed, inv, tmp_path):
+    """The hint for the hidden host (reachable only through lab1) is one shell command that,
+    run as printed, records the right key: then strict checking connects."""
+    known = tmp_path / "known_hosts"
+    hidden = inv.host("lab3")
+    lines = [line for line in bed.known_hosts.read_text().splitlines() if "127.0.0.4" not in line]
+    known.write_text("\n".join(lines) + "\n")  # the jump host is known, the hidden host is not
+    with pytest.raises(InfrastructureError, match="unknown host key") as info:
+        transport(inv, hidden.name, known_hosts=known).run("true", timeout=30)
+    hint = str(info.value).split("add it: ", 1)[1].split(" -- or set", 1)[0]
+    assert "#" not in hint
+    subprocess.run(["bash", "-c", hint], check=True, timeout=60, capture_output=True)
+    assert transport(inv, hidden.name, known_hosts=known).run("true", timeout=30).ok
+
+
+def test_accept_new_host_keys_keeps_a_hashed_known_hosts_hashed(bed, inv, tmp_path):
+    known = tmp_path / "known_hosts"
+    port = inv.host("lab2").port
+    lab1 = [line for line in bed.known_hosts.read_text().splitlines() if line.startswith("[127.0.0.2]")]
+    known.write_text("\n".join(lab1) + "\n")
+    subprocess.run(["ssh-keygen", "-H", "-f", str(known)], check=True, capture_output=True)
+    with pytest.warns(NewHostKeyWarning):
+        assert transport(inv, "lab2", known_hosts=known, accept_new_host_keys=True).run("true", timeout=30).ok
+    text = known.read_text()
+    assert "127.0.0.3" not in text and all(line.startswith("|1|") for line in text.splitlines())
+    found = subprocess.run(["ssh-keygen", "-F", f"[127.0.0.3]:{port}", "-f", str(known)], capture_output=True)
+    assert found.returncode == 0, "the recorded line is found under the host's name"

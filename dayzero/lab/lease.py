@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dayzero.errors import InfrastructureError
+from dayzero.errors import HostKeyError, InfrastructureError
 from dayzero.lab.transport import Transport
 from dayzero.spec.inventory import Host
 from dayzero.spec.shell import quote
@@ -165,6 +165,10 @@ def acquire_all(
                 continue
             try:
                 got = try_acquire(connect(host), run_id, cell_id, worker, ttl)
+            except HostKeyError:  # a person must look at it: waiting would only retry it for hours
+                for lease in held:
+                    release(connect(lease.host), lease)
+                raise
             except InfrastructureError as exc:
                 busy.append(f"{host.name}: unreachable ({exc})")
                 continue

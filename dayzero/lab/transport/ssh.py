@@ -51,7 +51,7 @@ import paramiko
 from paramiko.common import cMSG_CHANNEL_REQUEST
 from paramiko.message import Message
 
-from dayzero.errors import CommandTimeout, ConfigError, InfrastructureError
+from dayzero.errors import CommandTimeout, ConfigError, HostKeyError, InfrastructureError
 from dayzero.lab.transport.base import CommandResult, Transport
 from dayzero.redact import redact as redact_secrets
 from dayzero.spec.inventory import Host, Inventory
@@ -107,13 +107,23 @@ class Trust:
 
     known_hosts: Path
     accept_new: bool = False
+    ssh_config: Path | None = None  # named in fix-it hints, so that they run as written
 
     @classmethod
     def of(cls, inventory: Inventory | None) -> Trust:
+        config = Path(inventory.ssh_config) if inventory is not None and inventory.ssh_config else None
         if inventory is not None and inventory.known_hosts is not None:
-            return cls(Path(inventory.known_hosts), inventory.accept_new_host_keys)
+            return cls(Path(inventory.known_hosts), inventory.accept_new_host_keys, config)
         accept = inventory.accept_new_host_keys if inventory is not None else False
-        return cls(Path("~/.ssh/known_hosts").expanduser(), accept)
+        return cls(Path("~/.ssh/known_hosts").expanduser(), accept, config)
+
+    @property
+    def hashed(self) -> bool:
+        """Does the known_hosts file hash its host names (`HashKnownHosts yes`)?"""
+        try:
+            return any(line.startswith("|1|") for line in self.known_hosts.read_text().splitlines())
+        except OSError:
+            return False
 
 
 def _ssh_config(inventory: Inventory | None) -> paramiko.SSHConfig:
@@ -218,24 +228,41 @@ def fingerprint(key: paramiko.PKey) -> str:
 _KNOWN_HOSTS_LOCK = threading.Lock()
 
 
-def _record_host_key(path: Path, name: str, key: paramiko.PKey) -> None:
-    """Append one line; never rewrite the file (paramiko's save_host_keys would drop comments)."""
+def _record_host_key(path: Path, name: str, key: paramiko.PKey, hashed: bool = False) -> None:
+    """Append one line; never rewrite the file (paramiko's save_host_keys would drop comments).
+    In a hashed file the name is hashed too: a clear name would undo what hashing hides."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with _KNOWN_HOSTS_LOCK:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "rb+") as fh:
             size = fh.seek(0, os.SEEK_END)
             needs_newline = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-            line = f"{name} {key.get_name()} {key.get_base64()}\n"
+            shown = paramiko.HostKeys.hash_host(name) if hashed else name
+            line = f"{shown} {key.get_name()} {key.get_base64()}\n"
             fh.write((("\n" if needs_newline else "") + line).encode())
 
 
-def _keyscan_hint(endpoint: Endpoint, known_hosts: Path) -> str:
+def _keyscan_hint(endpoint: Endpoint, trust: Trust) -> str:
+    """A command that runs as pasted: the scan (through the jump host with the inventory's ssh
+    config, identity and known_hosts), appended to the file that vouches for host keys."""
     port = f"-p {endpoint.port} " if endpoint.port != 22 else ""
-    scan = f"ssh-keyscan {port}{endpoint.hostname}"
-    if endpoint.jump is not None:
-        scan = f"ssh {endpoint.jump.user}@{endpoint.jump.hostname} {scan}  # through the jump host"
-    return f"{scan} >> {known_hosts}"
+    scan = f"ssh-keyscan {'-H ' if trust.hashed else ''}{port}{shlex.quote(endpoint.hostname)}"
+    jump = endpoint.jump
+    if jump is not None:
+        options = [f"-F {shlex.quote(str(trust.ssh_config))}"] if trust.ssh_config else []
+        options.append(f"-o UserKnownHostsFile={shlex.quote(str(trust.known_hosts))}")
+        options += [f"-i {shlex.quote(i)}" for i in jump.identities]
+        if jump.jump is not None:
+            options.append(f"-J {shlex.quote(_hop(jump.jump))}")
+        options.append(f"-p {jump.port}")
+        scan = f"ssh {' '.join(options)} {shlex.quote(f'{jump.user}@{jump.hostname}')} {shlex.quote(scan)}"
+    return f"{scan} >> {shlex.quote(str(trust.known_hosts))}"
+
+
+def _hop(endpoint: Endpoint) -> str:
+    """`user@host:port` for `ssh -J`, outermost jump first."""
+    this = f"{endpoint.user}@{endpoint.hostname}:{endpoint.port}"
+    return f"{_hop(endpoint.jump)},{this}" if endpoint.jump is not None else this
 
 
 class _TrustPolicy(paramiko.MissingHostKeyPolicy):
@@ -247,13 +274,13 @@ class _TrustPolicy(paramiko.MissingHostKeyPolicy):
     def missing_host_key(self, client, hostname, key):
         where, path = self.endpoint.describe(), self.trust.known_hosts
         if not self.trust.accept_new:
-            raise InfrastructureError(
+            raise HostKeyError(
                 f"{where}: unknown host key for {hostname} ({key.get_name()} {fingerprint(key)}): "
                 f"not in {path}, and strict host-key checking refuses unknown keys. After verifying "
-                f"the fingerprint, add it: {_keyscan_hint(self.endpoint, path)} -- or set "
+                f"the fingerprint, add it: {_keyscan_hint(self.endpoint, self.trust)} -- or set "
                 f"`accept_new_host_keys: true` in the inventory to trust and record new keys."
             )
-        _record_host_key(path, hostname, key)
+        _record_host_key(path, hostname, key, hashed=self.trust.hashed)
         message = (
             f"{where}: trusting NEW host key for {hostname} ({key.get_name()} {fingerprint(key)}) "
             f"and recording it in {path}, because the inventory sets accept_new_host_keys"
@@ -264,14 +291,14 @@ class _TrustPolicy(paramiko.MissingHostKeyPolicy):
 
 def _changed_key_error(endpoint: Endpoint, trust: Trust, exc: paramiko.BadHostKeyException):
     name, path = endpoint.known_hosts_name, trust.known_hosts
-    return InfrastructureError(
+    return HostKeyError(
         f"{endpoint.describe()}: HOST KEY CHANGED for {name}: the server offered "
         f"{exc.key.get_name()} {fingerprint(exc.key)}, but {path} records "
         f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}. Someone may be intercepting "
         f"the connection, or the host was reinstalled; refusing to connect (accept_new_host_keys "
         f"never overrides a changed key). After verifying the new key out of band, remove the old "
         f"entry with: ssh-keygen -R '{name}' -f {path}  and add the new one: "
-        f"{_keyscan_hint(endpoint, path)}"
+        f"{_keyscan_hint(endpoint, trust)}"
     )
 
 
