@@ -101,13 +101,39 @@ def test_testbed_cli_start_status_stop(tmp_path):
         assert subprocess.run(args, capture_output=True, text=True).returncode == 0
         lab1 = load_inventory(directory / "inventory.yaml").host("lab1")
         assert (lab1.port, lab1.engine_setup) == (int(port), "source /opt/venv/bin/activate")
-        assert lab1.var == {"HF_HOME": "/data/hf", "threads": "1"}  # hosts sharing this machine's cores
+        assert lab1.var["HF_HOME"] == "/data/hf" and lab1.var["threads"] == "1"  # hosts share the cores
         status = subprocess.run([*script, "status", "--dir", str(directory)], capture_output=True, text=True)
         assert status.returncode == 0 and "running pid" in status.stdout
     finally:
         stop = subprocess.run([*script, "stop", "--dir", str(directory)], capture_output=True, text=True)
     assert stop.returncode == 0
     assert subprocess.run([*script, "status", "--dir", str(directory)], capture_output=True).returncode == 1
+
+
+def test_testbed_inventory_runs_the_cpu_cells_as_written(tmp_path):
+    """`tools/testbed start` with no options writes what the cpu cells need (the cached engine
+    on PATH, model_root), so `pytest -m cpu --hosts <that inventory>` renders every command."""
+    from dayzero.lab.cache import model_path, server_binary
+
+    from .conftest import run_pytest
+
+    directory, port = tmp_path / "bare", str(testbed.free_port(1))
+    script = [sys.executable, str(Path(__file__).resolve().parents[1] / "tools" / "testbed")]
+    try:
+        started = subprocess.run(
+            [*script, "start", "--hosts", "1", "--dir", str(directory), "--port", port],
+            capture_output=True,
+            text=True,
+        )
+        assert started.returncode == 0, started.stderr
+        lab1 = load_inventory(directory / "inventory.yaml").host("lab1")
+        assert str(server_binary().parent) in lab1.engine_setup
+        assert lab1.var["model_root"] == str(model_path().parent)
+        dry = run_pytest("-m", "cpu", f"--hosts={directory / 'inventory.yaml'}", "--dry-run", "-q")
+        assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-2000:]
+        assert "unknown placeholder" not in dry.stdout and str(model_path()) in dry.stdout
+    finally:
+        subprocess.run([*script, "stop", "--dir", str(directory)], capture_output=True, text=True)
 
 
 def test_testbed_stop_ends_listener_and_connections(tmp_path):

@@ -614,13 +614,22 @@ def _print_status(bed: Testbed) -> bool:
     return ok
 
 
+def engine_defaults() -> tuple[str, dict[str, str]]:
+    """What the cpu cells need on a testbed host, as the embedded default's build left it: the
+    cached llama-server on PATH and `model_root` (the hosts share this machine's cache)."""
+    from dayzero.lab.cache import model_path, server_binary  # stdlib only, like this file
+
+    return f'export PATH="{server_binary().parent}:$PATH"', {"model_root": str(model_path().parent)}
+
+
 def _cli_start(args: argparse.Namespace) -> int:
+    setup, variables = engine_defaults()
     bed = start(
         args.hosts,
         Path(args.dir),
         port=args.port,
-        engine_setup=args.engine_setup,
-        variables=_parse_vars(args.var),
+        engine_setup=args.engine_setup if args.engine_setup is not None else setup,
+        variables={**variables, **_parse_vars(args.var)},
         login_rc=args.login_rc,
     )
     _print_status(bed)
@@ -639,8 +648,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dir", required=True, help="directory for keys, configs, logs and the inventory")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--engine-setup", default="", help="engine_setup line copied into every host")
-    p.add_argument("--var", action="append", default=[], metavar="KEY=VALUE", help="host var (repeatable)")
+    p.add_argument(
+        "--engine-setup",
+        default=None,
+        help="engine_setup line copied into every host (default: the cached llama-server on PATH)",
+    )
+    p.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="host var (repeatable; model_root defaults to the cached model's folder, threads to 1)",
+    )
     p.add_argument("--login-rc", action="store_true", help="let bash source ~/.bashrc in every command")
     for name, text in (("stop", "stop every sshd of DIR and wait until gone"), ("status", "show what runs")):
         sub.add_parser(name, help=text).add_argument("--dir", required=True)
