@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from dayzero.errors import ConfigError, DayzeroError
+from dayzero.spec import mamba
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import Cell, Matrix, load_matrix
 from dayzero.spec.recipe import MissingValue, hosts_needed, placeholder_hosts, render
@@ -64,9 +65,12 @@ def cmd_recipe(args) -> int:
         except MissingValue as exc:
             print(f"# needs data: {exc}\n")
             continue
+        card = matrix.card(cell)
         for lc in recipe.launches:
             print(f"# {lc.role}[{lc.rank}] on {lc.host}")
             print(lc.shell)
+            if card.mamba_ratio and "--model-path" in lc.argv:
+                print(f"# mamba ratio: {mamba.describe(lc.argv, card.mamba_ratio)}")
         print()
     return 0
 

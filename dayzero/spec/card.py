@@ -238,6 +238,7 @@ class ModelCard:
     floors: tuple[Rule[Floor], ...] = _aside(default=())
     accuracy: tuple[Rule[AccuracyGate], ...] = _aside(default=())
     speculative: tuple[Rule[AcceptanceRule], ...] = _aside(default=())
+    mamba_ratio: Mapping[str, float | None] = _aside(default_factory=dict)  # geometry for dayzero.spec.mamba
     raw: Mapping[str, Any] = _aside(default_factory=dict)  # the file as written: recipe templates, digests
 
     def mode(self, name: str) -> Mode:
@@ -402,6 +403,7 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
         source=data.get("source"),
         weights=data.get("weights"),
         vars=dict(data.get("vars") or {}),
+        mamba_ratio=dict(data.get("mamba_ratio") or {}),
         hardware={
             name: Placement(h.get("nodes", 1), h.get("image"), h.get("vars") or {})
             for name, h in (data.get("hardware") or {}).items()
