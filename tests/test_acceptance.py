@@ -85,7 +85,7 @@ def html_statuses(path) -> dict[str, str]:
 
 
 def md_statuses(path) -> dict[str, str]:
-    return dict(re.findall(r"^\| `([^`]+)` \| (\w+) \|", path.read_text(), re.M))
+    return dict(re.findall(r"^\| `([^`]+)` \| (\w[\w ]*?) \|", path.read_text(), re.M))
 
 
 def test_verified_failed_pending_unsupported_from_evidence(tmp_path, matrix_dir):

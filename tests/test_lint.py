@@ -16,6 +16,7 @@ import yaml
 
 from dayzero import cli
 from dayzero.lab.cache import server_binary
+from dayzero.report import acceptance
 from dayzero.spec import lint, llama_help
 from dayzero.spec.matrix import load_matrix
 from dayzero.spec.recipe import MissingValue, hosts_needed, placeholder_hosts, render
@@ -108,6 +109,17 @@ def test_null_accelerator_count_stops_rendering_naming_the_field():
     hosts = placeholder_hosts(matrix, cell, hosts_needed(matrix.card(cell), cell))
     with pytest.raises(MissingValue, match=r"hardware\.ppu_m890\.accelerators_per_node: is null"):
         render(matrix, cell, hosts)
+
+
+def test_acceptance_table_shows_a_null_as_needs_data(tmp_path):
+    matrix = load_matrix(REPO / "matrix")
+    table = {r.cell.id: r for r in acceptance.rows(matrix, tmp_path)}
+    row = table["kimi-k3.1-pro/ppu_m890/balanced/baseline"]
+    assert (row.status, row.detail) == (
+        "Needs data",
+        "hardware.ppu_m890.accelerators_per_node is null (to confirm)",
+    )
+    assert table["kimi-k3.1-pro/b300/balanced/baseline"].status == "Pending"
 
 
 def test_recipe_command_says_needs_data_instead_of_a_tp(capsys):

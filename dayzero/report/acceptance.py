@@ -9,6 +9,8 @@ No status is typed by hand. The badges mean what the cookbook's mean:
   window (`max_age_days`, default 30). A rerun turns it back into Verified or Failed.
 - **Pending**: no evidence here; the status published with the recipe is shown as its source.
 - **Unsupported**: the matrix rules the cell out, with the reason.
+- **Needs data**: no evidence, and the recipe cannot render: a value it needs is null in the
+  matrix ("to confirm", e.g. accelerators per node), named in the detail.
 
 "The engine version changed" needs the *current* version of a cell's engine: it is the version
 recorded by the most recent evidence of any cell on the same hardware with the same engine
@@ -28,13 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero import evidence
+from dayzero.errors import ConfigError
 from dayzero.escape import escape
 from dayzero.redact import redact
 from dayzero.spec.matrix import Cell, Matrix
-from dayzero.spec.recipe import digest
+from dayzero.spec.recipe import MissingValue, digest, hosts_needed, placeholder_hosts, render
 
 DEFAULT_MAX_AGE_DAYS = 30.0
-STATUSES = ("Verified", "Failed", "Broken", "Stale", "Pending", "Unsupported")
+STATUSES = ("Verified", "Failed", "Broken", "Stale", "Pending", "Needs data", "Unsupported")
 UNKNOWN = "unknown"
 FUTURE_SLACK_DAYS = 1 / 288  # five minutes of clock difference
 
@@ -124,6 +127,12 @@ def row_for(
     if not cell.supported:
         return Row(cell, "Unsupported", cell.reason, "matrix")
     if found is None:
+        try:
+            render(matrix, cell, placeholder_hosts(matrix, cell, hosts_needed(matrix.card(cell), cell)))
+        except MissingValue as exc:
+            return Row(cell, "Needs data", f"{exc.path} is null (to confirm)", "matrix")
+        except ConfigError:
+            pass  # e.g. a secret not set where the table is built: launching is not this table's concern
         status = "Verified" if cell.published == "verified" else "Pending"
         detail = "published with the recipe; no evidence in this report" if status == "Verified" else ""
         return Row(cell, status, detail, "published")
@@ -213,6 +222,7 @@ BADGE_COLOURS = {
     "Broken": "#a16207",
     "Stale": "#7c3aed",
     "Pending": "#64748b",
+    "Needs data": "#0e7490",
     "Unsupported": "#334155",
 }
 
