@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
-from dayzero.checks.performance import saturation, summarize  # noqa: E402
+from dayzero.checks.metrics import run_summary, saturation  # noqa: E402
 from dayzero.lab.cache import cache_root  # noqa: E402
 from dayzero.loadgen import client_source  # noqa: E402
 
@@ -141,7 +141,7 @@ def ours(url: str, concurrency: int, n: int, max_tokens: int, processes: int = 1
     if p.returncode:
         raise RuntimeError(p.stderr.decode()[-1000:])
     answer = json.loads(p.stdout)
-    s = summarize(answer["records"], 1, concurrency)
+    s = run_summary(answer["records"], 1, concurrency)
     return {
         "client": "dayzero",
         "output_throughput": s["output_throughput"],

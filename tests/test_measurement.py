@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from dayzero.checks.performance import (
-    DEFINITIONS,
-    INVALID,
-    Measurement,
-    check_floor,
-    compliance_findings,
-    percentile,
-    saturation,
-    spread,
-    summarize,
-    trailing_eos,
-)
+from dayzero.checks.compliance import compliance_findings, trailing_eos
+from dayzero.checks.measurement import Measurement
+from dayzero.checks.metrics import DEFINITIONS, percentile, run_summary, saturation
+from dayzero.checks.performance import INVALID, check_floor, spread
 from dayzero.spec import card as model_card
 from dayzero.spec.card import Compliance, Floor, SaturationLimits, floors_for
 from dayzero.spec.matrix import Cell
@@ -54,7 +46,7 @@ def test_percentile_interpolates_like_numpy():
 
 def test_summary_has_the_full_metric_set_with_definitions():
     records = [record(i, send=100.0 + i * 0.5) for i in range(4)]
-    s = summarize(records, accelerators=2, concurrency=4)
+    s = run_summary(records, accelerators=2, concurrency=4)
     assert s["completed"] == 4 and s["failed"] == 0
     assert s["output_tokens"] == 40 and s["input_tokens"] == 32
     # TTFT 100 ms for every request; e2e 281 ms; TPOT = (e2e - ttft) / (n - 1) = 181 / 9
@@ -78,7 +70,7 @@ def test_summary_has_the_full_metric_set_with_definitions():
 
 def test_failed_requests_are_counted_not_averaged():
     records = [record(0), {**record(1), "error": "HTTP 500: boom"}]
-    s = summarize(records)
+    s = run_summary(records)
     assert s["completed"] == 1 and s["failed"] == 1 and s["output_tokens"] == 10
 
 

@@ -10,15 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from dayzero.checks.performance import (
-    INVALID,
-    check_floor,
-    compliance_findings,
-    saturation,
-)
+from dayzero.checks.compliance import compliance_findings
+from dayzero.checks.metrics import saturation
+from dayzero.checks.performance import INVALID, check_floor
 from dayzero.lab.deploy import run_client
 from dayzero.lab.transport.local import LocalTransport
 from dayzero.run.phases import Endpoint, measure_workload, run_speculative
+from dayzero.run.plan import MeasurementPlan
 from dayzero.spec import card as model_card
 from dayzero.spec.card import Compliance, Floor, Protocol
 from dayzero.spec.inventory import Host
@@ -151,7 +149,9 @@ def test_measure_workload_repeats_and_marks_saturated_runs_invalid():
     w = load_workload(WORKLOADS, "r", {"from": "random", "isl": 8, "osl": 8})
     kept: dict = {}
     with StubServer(StubConfig(itl=0.001)) as stub:
-        meas = measure_workload(endpoint(stub, kept), w, 2, Protocol(repetitions=3), accelerators=1)
+        meas = measure_workload(
+            endpoint(stub, kept), MeasurementPlan(w, 2, Protocol(repetitions=3)), accelerators=1
+        )
         assert stub.requests == 3 * 16 + 2  # 3 runs of max(16, 5 x 2) prompts + 2 warm-up
     assert list(kept) == ["perf-r-c2-r0", "perf-r-c2-r1", "perf-r-c2-r2"] and "warmup" in kept["perf-r-c2-r0"]
     assert len(meas.summaries) == 3 and not meas.invalid and not meas.compliance
@@ -159,7 +159,7 @@ def test_measure_workload_repeats_and_marks_saturated_runs_invalid():
     assert check_floor(Floor("output_throughput", 1.0, 2, workload="r"), meas).passed
     strict = Protocol(repetitions=1, saturation=Protocol().saturation.__class__(lag_p99_ms=1e-6))
     with StubServer(StubConfig(itl=0.001)) as stub:
-        meas = measure_workload(endpoint(stub, {}), w, 2, strict, accelerators=1)
+        meas = measure_workload(endpoint(stub, {}), MeasurementPlan(w, 2, strict), accelerators=1)
     assert (
         meas.invalid
         and check_floor(Floor("output_throughput", 1.0, 2, workload="r"), meas).verdict == INVALID
@@ -169,7 +169,9 @@ def test_measure_workload_repeats_and_marks_saturated_runs_invalid():
 def test_a_server_stopping_early_fails_its_floor_however_fast():
     w = load_workload(WORKLOADS, "r", {"from": "random", "isl": 8, "osl": 16})
     with StubServer(StubConfig(stop_after=4)) as stub:
-        meas = measure_workload(endpoint(stub, {}), w, 2, Protocol(repetitions=1), accelerators=1)
+        meas = measure_workload(
+            endpoint(stub, {}), MeasurementPlan(w, 2, Protocol(repetitions=1)), accelerators=1
+        )
     result = check_floor(Floor("output_throughput", 1.0, 2, workload="r"), meas)
     assert result.verdict == "failed"
     assert "anti-gaming: mean output 4.0 tokens vs 16.0 requested" in result.message
@@ -225,9 +227,9 @@ def test_a_saturated_client_is_retried_with_more_processes_when_the_host_has_cor
 
     ep = Endpoint(url="http://x", client=fake_client, keep=lambda phase, answer: phase, say=lambda m: None)
     w = load_workload(WORKLOADS, "r", {"from": "random", "isl": 4, "osl": 4})
-    meas = measure_workload(ep, w, 600, Protocol(repetitions=1), accelerators=1)
+    meas = measure_workload(ep, MeasurementPlan(w, 600, Protocol(repetitions=1)), accelerators=1)
     assert calls == [3, 4] and not meas.invalid and meas.client["processes"] == 4
     calls.clear()
     one_core = Protocol(repetitions=1, client_processes=1)
-    meas = measure_workload(ep, w, 600, one_core, accelerators=1)
+    meas = measure_workload(ep, MeasurementPlan(w, 600, one_core), accelerators=1)
     assert calls == [1] and "CPU 99% of a core" in meas.invalid[0]

@@ -16,7 +16,6 @@ import difflib
 import json
 import logging
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import allure
 
 from dayzero.redact import redact
 from dayzero.report import plots
+from dayzero.run import records
 from dayzero.spec.card import ModelCard
 from dayzero.spec.matrix import Cell
 
@@ -168,26 +168,18 @@ def throughput_points(doc: dict) -> list[tuple[str, float, float]]:
     return points
 
 
-def _run_tag(stem: str) -> str | None:
-    """`perf-default-c4-r2` / `throughput-c4` -> `default-c4` / `c4`; None for non-load records."""
-    for prefix in ("perf-", "throughput-"):
-        if stem.startswith(prefix):
-            return re.sub(r"-r\d+$", "", stem[len(prefix) :])
-    return None
-
-
 def latencies(reports_dir: Path, doc: dict) -> dict[str, dict[str, list[float]]]:
     """Load run -> TTFT and end-to-end latency (ms) per request, repetitions pooled."""
     out: dict[str, dict[str, list[float]]] = {}
     for rel in doc.get("records", []):
-        tag = _run_tag(Path(rel).stem)
+        tag = records.load_label(Path(rel).stem)
         if tag is None:
             continue
         try:
-            records = json.loads((reports_dir / rel).read_text()).get("records", [])
+            answer = json.loads((reports_dir / rel).read_text()).get("records", [])
         except (OSError, ValueError, AttributeError):
             continue
-        done = [r for r in records if r.get("send") and r.get("end") and not r.get("error")]
+        done = [r for r in answer if r.get("send") and r.get("end") and not r.get("error")]
         run = out.setdefault(tag, {"ttft": [], "e2e": []})
         run["ttft"].extend((r["first"] - r["send"]) * 1000 for r in done if r.get("first"))
         run["e2e"].extend((r["end"] - r["send"]) * 1000 for r in done)

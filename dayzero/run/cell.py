@@ -29,6 +29,7 @@ from dayzero.lab.preflight import HostFacts, gather
 from dayzero.lab.transport import Transport, open_transport
 from dayzero.redact import redact, redact_env, redact_tree
 from dayzero.report.allure_cell import attach_story, redact_file
+from dayzero.run import plan, records
 from dayzero.run.phases import Endpoint, run_all
 from dayzero.spec.goldens import Golden, load_golden, save_golden
 from dayzero.spec.inventory import Host, Inventory
@@ -179,33 +180,27 @@ def _attach_json(name: str, data) -> None:
 
 
 def run_probes(ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool) -> list[CheckResult]:
-    card = ctx.matrix.card(cell)
-    probes = card.probes
-    if not probes:
+    probe_plan = plan.probes(ctx.matrix.card(cell), cell)
+    if not probe_plan.probes:
         return []
-    mode = card.mode(cell.mode)
-    policy = mode.golden
-    # Exact goldens need one request at a time; other policies run at the mode's concurrency so
-    # that batching is exercised the way users will meet it.
-    concurrency = 1 if policy.policy == "exact" else mode.concurrency
     spec = {
         "action": "requests",
         "url": dep.url,
-        "concurrency": concurrency,
-        "requests": [{"id": p.id, "prompt": p.prompt, "max_tokens": p.max_tokens} for p in probes],
+        "concurrency": probe_plan.concurrency,
+        "requests": probe_plan.requests(),
     }
     answer = run_client(dep.endpoint_transport(), spec, timeout=600)
-    records = answer["records"]
+    got = answer["records"]
     dep.check_alive()
-    save_records(ctx, cell, "probes", answer)
-    texts = {r["id"]: r["text"] for r in records}
-    checks = [check_probe(p, r["text"], r["error"]) for p, r in zip(probes, records, strict=True)]
+    save_records(ctx, cell, probe_plan.phase, answer)
+    texts = {r["id"]: r["text"] for r in got}
+    checks = [check_probe(p, r["text"], r["error"]) for p, r in zip(probe_plan.probes, got, strict=True)]
     golden = load_golden(ctx.goldens_dir, cell.id)
     if record_goldens:
         return checks
-    for p in probes:
+    for p in probe_plan.probes:
         expected = golden.outputs.get(p.id) if golden else None
-        checks.append(check_golden(policy, p.id, expected, texts[p.id]))
+        checks.append(check_golden(probe_plan.policy, p.id, expected, texts[p.id]))
     return checks
 
 
@@ -228,11 +223,12 @@ def measure(
 
 
 def records_dir(ctx: RunContext, cell: Cell) -> Path:
-    return ctx.reports_dir / "runs" / ctx.run_id / evidence.slug(cell.id)
+    """The cell run's raw records folder (`dayzero.run.records`)."""
+    return ctx.reports_dir / records.folder(ctx.run_id, cell.id)
 
 
 def save_records(ctx: RunContext, cell: Cell, phase: str, answer: dict) -> Path:
-    path = records_dir(ctx, cell) / "records" / f"{phase}.json"
+    path = ctx.reports_dir / records.path(ctx.run_id, cell.id, phase)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(answer))
     return path
@@ -283,7 +279,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
         dep = Deployment(
             recipe,
             {h.name: ctx.transport(h) for h in hosts},
-            f"runs/{ctx.run_id}/{evidence.slug(cell.id)}",
+            records.cell_folder(ctx.run_id, cell.id),
             health_path=card.engine.health_path,
             ready_deadline=ctx.ready_deadline,
             heartbeats={lease.host.name: lease.heartbeat for lease in leases},
@@ -298,7 +294,9 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
                 checks += run_probes(ctx, cell, dep, record_goldens)
             if record_goldens:
                 policy = card.mode(cell.mode).golden.to_json()
-                outputs = json.loads((records_dir(ctx, cell) / "records" / "probes.json").read_text())
+                outputs = json.loads(
+                    (ctx.reports_dir / records.path(ctx.run_id, cell.id, records.PROBES)).read_text()
+                )
                 save_golden(
                     ctx.goldens_dir,
                     Golden(
@@ -322,7 +320,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
                     raise InfrastructureError(f"{invalid[0].name}: {invalid[0].message}")
         finally:
             dep.stop()
-            logs = dep.collect_logs(records_dir(ctx, cell) / "logs")
+            logs = dep.collect_logs(ctx.reports_dir / records.logs_folder(ctx.run_id, cell.id))
             for path in logs:
                 redact_file(path, ctx.inventory.secrets)  # a server may echo its environment
                 tail = redact(
@@ -375,8 +373,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
             "hosts": [host_record(ctx, cell, lease, held) for lease in leases],
             "checks": [c.to_json() for c in checks],
             "records": sorted(
-                str(p.relative_to(ctx.reports_dir))
-                for p in (records_dir(ctx, cell) / "records").glob("*.json")
+                str(p.relative_to(ctx.reports_dir)) for p in records_dir(ctx, cell).glob("*.json")
             ),
             "logs": [str(p.relative_to(ctx.reports_dir)) for p in logs],
             "verdict": verdict,

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero.checks import CheckResult
-from dayzero.checks.performance import Measurement, check_floor, summarize
+from dayzero.checks.measurement import Measurement
+from dayzero.checks.metrics import run_summary
+from dayzero.checks.performance import check_floor
 from dayzero.errors import ConfigError
 from dayzero.spec.card import Floor, ModelCard, floors_for
 from dayzero.spec.matrix import Cell
@@ -120,7 +122,7 @@ def parse(run: Mapping, tool: str | None = None) -> Imported:
     notes = []
     records = _records(run)
     if records:
-        mine = summarize(records)
+        mine = run_summary(records)
         for key in ("median_ttft_ms", "median_tpot_ms", "median_itl_ms"):
             theirs = summary.get(key)
             if theirs and mine.get(key) is not None and abs(mine[key] - theirs) > 0.02 * theirs + 0.01:

@@ -1,10 +1,11 @@
 """The measurement phases of a cell run: performance floors, accuracy gate, speculative acceptance.
 
-`dayzero.run.cell.measure` calls `run_all` once the deployment is ready. Every phase talks to the server
-only through the host client (`Endpoint.client`), keeps the client's raw answer under a phase
-name (`Endpoint.keep`), and turns it into checks with the pure functions of `dayzero.checks`.
-The protocol (repetitions, prompts per concurrency, warm-up, client processes) comes from the
-model card, so a CPU card can budget a short run and a B300 card the full one.
+`dayzero.run.cell.measure` calls `run_all` once the deployment is ready. Every phase sends what
+the request plan says (`dayzero.run.plan`) through the host client (`Endpoint.client`), keeps the
+client's raw answer under its record name (`Endpoint.keep`), and turns it into checks with the
+pure functions of `dayzero.checks`. The protocol (repetitions, prompts per concurrency, warm-up,
+client processes) comes from the model card, so a CPU card can budget a short run and a B300
+card the full one.
 """
 
 from __future__ import annotations
@@ -17,25 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from dayzero.checks import CheckResult
-from dayzero.checks.accuracy import check_accuracy, load_eval, request_for
-from dayzero.checks.performance import (
-    Measurement,
-    check_floor,
-    client_stats,
-    compliance_findings,
-    phase_name,
-    saturation,
-    summarize,
-)
-from dayzero.checks.speculative import (
-    check_acceptance,
-    counters,
-    sglang_accept_length,
-    source_for,
-)
-from dayzero.spec.card import Floor, ModelCard, Protocol, floors_for, gates_for, rules_for
+from dayzero.checks.accuracy import check_accuracy
+from dayzero.checks.measurement import Measurement
+from dayzero.checks.metrics import run_summary, saturation
+from dayzero.checks.performance import check_floor
+from dayzero.checks.speculative import check_acceptance, counters, sglang_accept_length, source_for
+from dayzero.run import plan
+from dayzero.run.plan import MeasurementPlan
+from dayzero.spec.card import ModelCard
 from dayzero.spec.matrix import Cell
-from dayzero.spec.workloads import Workload, resolve
 
 LOAD_TIMEOUT = 3600.0
 
@@ -53,54 +44,26 @@ class Endpoint:
     step: Callable[[str], Any] = field(default=lambda title: contextlib.nullcontext())
 
 
-def _group(floors: list[Floor]) -> dict[tuple, list[Floor]]:
-    """Floors that share a workload run share one measurement (e.g. throughput and p99 TTFT)."""
-    groups: dict[tuple, list[Floor]] = {}
-    for f in floors:
-        key = (
-            f.workload,
-            f.concurrency,
-            f.max_tokens if f.workload == "default" else 0,
-            f.num_prompts,
-            f.repetitions,
-        )
-        groups.setdefault(key, []).append(f)
-    return groups
-
-
-def measure_workload(
-    ep: Endpoint,
-    workload: Workload,
-    concurrency: int,
-    protocol: Protocol,
-    accelerators: int,
-    num_prompts: int | None = None,
-    repetitions: int | None = None,
-    variant: str = "",
-) -> Measurement:
+def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[tuple[str, dict]], int]:
     """Warm up, then N repetitions; more client processes when one saturates and the host has cores.
 
-    Anti-gaming findings (output lengths, token counts, EOS) over all repetitions' records go
-    with the measurement, so every floor evaluated on it fails when the server games it.
+    Returns each repetition's (records file, raw answer) and the client processes the last one used.
     """
-    n = protocol.num_prompts(concurrency, num_prompts)
-    reps = repetitions or protocol.repetitions
+    protocol, concurrency = m.protocol, m.concurrency
     processes = protocol.processes(concurrency)
-    summaries, files, invalid, clients, records = [], [], [], [], []
-    label = f"{workload.name}-c{concurrency}"
-    for rep in range(reps):
+    answers: list[tuple[str, dict]] = []
+    label = f"{m.workload.name}-c{concurrency}"
+    for rep in range(m.runs):
         while True:
             spec = {
                 "action": "load",
                 "url": ep.url,
                 "concurrency": concurrency,
                 "processes": processes,
-                "requests": workload.requests(n, rep, salt=concurrency),
+                "requests": m.requests(rep),
             }
             if rep == 0:
-                spec["warmup"] = workload.requests(
-                    protocol.warmup_requests(concurrency), warmup=True, salt=concurrency
-                )
+                spec["warmup"] = m.warmup()
             answer = ep.client(spec, LOAD_TIMEOUT)
             ep.alive()
             found = saturation(answer, protocol.saturation)
@@ -115,64 +78,50 @@ def measure_workload(
                 processes = more
                 continue
             break
-        files.append(ep.keep(phase_name(workload.name + variant, concurrency, rep), answer))
-        summary = summarize(answer["records"], accelerators, concurrency)
-        summaries.append(summary)
-        clients.append(client_stats(answer))
-        invalid += [f"run {rep + 1}: {f}" for f in found]
-        records += answer["records"]
+        answers.append((ep.keep(m.phase(rep), answer), answer))
+        summary = run_summary(answer["records"], accelerators, concurrency)
         ep.say(
-            f"{label} run {rep + 1}/{reps}: {summary.get('output_throughput', 0):.1f} tok/s, "
+            f"{label} run {rep + 1}/{m.runs}: {summary.get('output_throughput', 0):.1f} tok/s, "
             f"median TTFT {summary.get('median_ttft_ms')} ms, {summary['failed']} failed"
             + (" [INVALID: client saturated]" if found else "")
         )
-    return Measurement(
-        workload.name,
-        concurrency,
-        tuple(summaries),
-        invalid=tuple(invalid),
-        compliance=tuple(compliance_findings(records, workload.exact_output, protocol.compliance)),
-        records=tuple(files),
-        client={"runs": clients, "processes": processes, "prompts_per_run": n, "tag": workload.tag},
-    )
+    return answers, processes
+
+
+def measure_workload(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> Measurement:
+    """Measure (talk to the server), then aggregate the raw answers (pure, as the checker does)."""
+    answers, processes = collect(ep, m, accelerators)
+    return m.measurement(answers, accelerators, processes)
 
 
 def run_performance(
     card: ModelCard, cell: Cell, ep: Endpoint, accelerators: int, suites: Path
 ) -> Iterator[CheckResult]:
-    protocol = card.protocol
-    seen: dict[tuple[str, int], int] = {}
-    for (name, concurrency, max_tokens, num_prompts, reps), floors in _group(floors_for(card, cell)).items():
-        workload = resolve(card, name, suites / "workloads", max_tokens or 64)
-        # two measurements of one workload at one concurrency (other length or repetitions)
-        # keep their raw records apart
-        k = seen[(name, concurrency)] = seen.get((name, concurrency), -1) + 1
-        with ep.step(f"performance: {workload.name} at concurrency {concurrency}"):
-            measurement = measure_workload(
-                ep, workload, concurrency, protocol, accelerators, num_prompts, reps, f"-m{k}" if k else ""
-            )
-            for floor in floors:
+    for m in plan.measurements(card, cell, suites):
+        with ep.step(f"performance: {m.workload.name} at concurrency {m.concurrency}"):
+            measurement = measure_workload(ep, m, accelerators)
+            for floor in m.floors:
                 result = check_floor(floor, measurement)
                 ep.attach(f"measured {floor.name}", {"verdict": result.verdict, "message": result.message})
                 yield result
 
 
+def _load(ep: Endpoint, concurrency: int, requests: list[dict]) -> dict:
+    """One client run of `requests`, `concurrency` in flight; the server must still be alive after."""
+    answer = ep.client(
+        {"action": "load", "url": ep.url, "concurrency": concurrency, "requests": requests}, LOAD_TIMEOUT
+    )
+    ep.alive()
+    return answer
+
+
 def run_accuracy(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> Iterator[CheckResult]:
-    for gate in gates_for(card, cell):
-        evalset = load_eval(suites / "evals", gate.eval)
-        items = evalset.items[: gate.limit] if gate.limit else evalset.items
-        with ep.step(f"accuracy: {gate.eval} ({len(items)} questions)"):
-            spec = {
-                "action": "load",
-                "url": ep.url,
-                "concurrency": gate.concurrency,
-                "requests": [request_for(evalset, item, gate) for item in items],
-            }
-            answer = ep.client(spec, LOAD_TIMEOUT)
-            ep.alive()
-            ep.keep(f"accuracy-{gate.eval}", answer)
-            result = check_accuracy(gate, items, answer["records"])
-            ep.say(f"{gate.name}: {result.message}")
+    for a in plan.accuracy(card, cell, suites):
+        with ep.step(f"accuracy: {a.gate.eval} ({len(a.items)} questions)"):
+            answer = _load(ep, a.concurrency, a.requests())
+            ep.keep(a.phase, answer)
+            result = check_accuracy(a.gate, a.items, answer["records"])
+            ep.say(f"{a.gate.name}: {result.message}")
             yield result
 
 
@@ -190,33 +139,25 @@ def _read_counters(ep: Endpoint, kind: str, path: str):
 
 def run_speculative(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> Iterator[CheckResult]:
     kind, path = source_for(card.engine.name)
-    for rule in rules_for(card, cell):
-        for name in rule.workloads:
-            workload = resolve(card, name, suites / "workloads")
-            with ep.step(f"speculative acceptance: {name}"):
-                before = _read_counters(ep, kind, path)
-                spec = {
-                    "action": "load",
-                    "url": ep.url,
-                    "concurrency": rule.concurrency,
-                    "requests": workload.requests(rule.num_prompts),
-                }
-                answer = ep.client(spec, LOAD_TIMEOUT)
-                ep.alive()
-                after = _read_counters(ep, kind, path)
-                answer["counters"] = {"source": kind, "before": _plain(before), "after": _plain(after)}
-                ep.keep(f"spec-{name}", answer)
-                result = check_acceptance(
-                    name,
-                    workload.tag,
-                    kind,
-                    before,
-                    after,
-                    answer["records"],
-                    rule.min_accept_length.get(name),
-                )
-                ep.say(f"{result.name}: {result.message}")
-                yield result
+    for sp in plan.speculative(card, cell, suites):
+        name = sp.workload.name
+        with ep.step(f"speculative acceptance: {name}"):
+            before = _read_counters(ep, kind, path)
+            answer = _load(ep, sp.concurrency, sp.requests())
+            after = _read_counters(ep, kind, path)
+            answer["counters"] = {"source": kind, "before": _plain(before), "after": _plain(after)}
+            ep.keep(sp.phase, answer)
+            result = check_acceptance(
+                name,
+                sp.workload.tag,
+                kind,
+                before,
+                after,
+                answer["records"],
+                sp.rule.min_accept_length.get(name),
+            )
+            ep.say(f"{result.name}: {result.message}")
+            yield result
 
 
 def _plain(value):

@@ -12,11 +12,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 
-from dayzero.checks.accuracy import load_eval
-from dayzero.checks.performance import output_tokens
-from dayzero.spec.card import Floor
+from dayzero.checks.metrics import output_tokens
+from dayzero.run.plan import MeasurementPlan
 from dayzero.submission.bundle import Reference, Subject
-from dayzero.submission.cellview import PROBES, CellView, Unrecomputable, views
+from dayzero.submission.cellview import CellView, Unrecomputable, views
 from dayzero.submission.findings import Finding, short
 
 TIME_TOLERANCE_S = 0.005  # chunk offsets are rounded to microseconds
@@ -31,17 +30,9 @@ def _completed(records: list[dict]) -> list[dict]:
     return [r for r in records if r.get("end") and not r.get("error")]
 
 
-def floor_groups(view: CellView) -> list[Floor]:
-    """One floor per measurement (workload, concurrency): floors of a group share their records."""
-    seen: dict[tuple[str, int], Floor] = {}
-    for floor in view.floors():
-        seen.setdefault((floor.workload, floor.concurrency), floor)
-    return list(seen.values())
-
-
-def repetitions(view: CellView, floor: Floor) -> Iterator[tuple[int, str, dict]]:
+def repetitions(view: CellView, m: MeasurementPlan) -> Iterator[tuple[int, str, dict]]:
     """(repetition, records file, answer) for the repetitions present (absent ones: recompute reports)."""
-    for rep, phase in enumerate(view.floor_phases(floor)):
+    for rep, phase in enumerate(m.phases()):
         try:
             rel, answer = view.answer(phase)
         except Unrecomputable:
@@ -148,11 +139,9 @@ def check_workload(s: Subject, ref: Reference) -> list[Finding]:
     """Every repetition ran the workload's own requests: same ids and max_tokens, same count."""
     out = []
     for view in views(s, ref):
-        for floor in floor_groups(view):
-            workload = view.floor_workload(floor)
-            n = view.protocol.num_prompts(floor.concurrency, floor.num_prompts)
-            for rep, rel, answer in repetitions(view, floor):
-                want = expected_requests(workload.requests(n, rep, salt=floor.concurrency))
+        for m in view.measurements:
+            for rep, rel, answer in repetitions(view, m):
+                want = expected_requests(m.requests(rep))
                 got = [(r["id"], r.get("max_tokens")) for r in answer["records"]]
                 if sorted(got, key=str) != sorted(want, key=str):
                     out.append(
@@ -160,17 +149,18 @@ def check_workload(s: Subject, ref: Reference) -> list[Finding]:
                             rel,
                             "antigaming.workload",
                             f"{len(got)} requests {short(got[:2])}...",
-                            f"{len(want)} requests of {workload.name} repetition {rep} {short(want[:2])}...",
+                            f"{len(want)} requests of {m.workload.name} repetition {rep} "
+                            f"{short(want[:2])}...",
                         )
                     )
                 client = answer.get("client") or {}
-                if "concurrency" in client and client["concurrency"] != floor.concurrency:
+                if "concurrency" in client and client["concurrency"] != m.concurrency:
                     out.append(
                         Finding(
                             rel,
                             "antigaming.concurrency",
                             f"client concurrency {short(client['concurrency'])}",
-                            f"{floor.concurrency}",
+                            f"{m.concurrency}",
                         )
                     )
     return out
@@ -192,16 +182,16 @@ def max_in_flight(records: list[dict]) -> int:
 def check_concurrency(s: Subject, ref: Reference) -> list[Finding]:
     out = []
     for view in views(s, ref):
-        for floor in floor_groups(view):
-            for _, rel, answer in repetitions(view, floor):
+        for m in view.measurements:
+            for _, rel, answer in repetitions(view, m):
                 peak = max_in_flight(answer["records"])
-                if peak > floor.concurrency:
+                if peak > m.concurrency:
                     out.append(
                         Finding(
                             rel,
                             "antigaming.concurrency",
                             f"{peak} requests in flight",
-                            f"at most {floor.concurrency} ({floor.name})",
+                            f"at most {m.concurrency} ({m.floors[0].name})",
                         )
                     )
     return out
@@ -211,24 +201,20 @@ def check_probe_requests(s: Subject, ref: Reference) -> list[Finding]:
     """Probes ran as the card wrote them: same ids, same max_tokens (more tokens would be easier)."""
     out = []
     for view in views(s, ref):
-        probes = {p.id: p.max_tokens for p in view.card.probes}
+        probes = view.probes
         try:
-            rel, answer = view.answer(PROBES)
+            rel, answer = view.answer(probes.phase)
         except Unrecomputable:
             continue
         got = sorted((r["id"], r.get("max_tokens")) for r in answer["records"])
-        if got != sorted(probes.items()):
+        want = sorted(expected_requests(probes.requests()))
+        if got != want:
+            out.append(Finding(rel, "antigaming.probes", f"requests {short(got)}", f"the probes {want}"))
+        if (peak := max_in_flight(answer["records"])) > probes.concurrency:
             out.append(
                 Finding(
-                    rel, "antigaming.probes", f"requests {short(got)}", f"the probes {sorted(probes.items())}"
+                    rel, "antigaming.concurrency", f"{peak} probes in flight", f"at most {probes.concurrency}"
                 )
-            )
-        # As cellrun runs them: one at a time for exact goldens, else at the mode's concurrency.
-        mode = view.card.mode(view.cell.mode)
-        allowed = 1 if mode.golden.policy == "exact" else mode.concurrency
-        if (peak := max_in_flight(answer["records"])) > allowed:
-            out.append(
-                Finding(rel, "antigaming.concurrency", f"{peak} probes in flight", f"at most {allowed}")
             )
     return out
 
@@ -237,22 +223,20 @@ def check_accuracy_requests(s: Subject, ref: Reference) -> list[Finding]:
     """The accuracy gate asked the eval set's questions, each once, with the gate's max_tokens."""
     out = []
     for view in views(s, ref):
-        for gate in view.gates():
+        for a in view.gates:
             try:
-                rel, answer = view.answer(f"accuracy-{gate.eval}")
+                rel, answer = view.answer(a.phase)
             except Unrecomputable:
                 continue
-            items = load_eval(view.suites / "evals", gate.eval).items
-            items = items[: gate.limit] if gate.limit else items
             got = sorted((r["id"], r.get("max_tokens")) for r in answer["records"])
-            want = sorted((i.id, gate.max_tokens) for i in items)
+            want = sorted(expected_requests(a.requests()))
             if got != want:
                 out.append(
                     Finding(
                         rel,
                         "antigaming.accuracy",
                         f"{len(got)} requests {short(got[:2])}",
-                        f"{len(want)} questions of {gate.eval}",
+                        f"{len(want)} questions of {a.gate.eval}",
                     )
                 )
     return out
@@ -262,12 +246,12 @@ def check_speculative_requests(s: Subject, ref: Reference) -> list[Finding]:
     """Acceptance was measured on the workload's own requests, as many as the rule asks."""
     out = []
     for view in views(s, ref):
-        for rule, name in view.speculative():
+        for sp in view.speculative:
             try:
-                rel, answer = view.answer(f"spec-{name}")
+                rel, answer = view.answer(sp.phase)
             except Unrecomputable:
                 continue
-            want = sorted(expected_requests(view.workload(name).requests(rule.num_prompts)), key=str)
+            want = sorted(expected_requests(sp.requests()), key=str)
             got = sorted(((r["id"], r.get("max_tokens")) for r in answer["records"]), key=str)
             if got != want:
                 out.append(
@@ -275,7 +259,7 @@ def check_speculative_requests(s: Subject, ref: Reference) -> list[Finding]:
                         rel,
                         "antigaming.workload",
                         f"{len(got)} requests {short(got[:2])}",
-                        f"{len(want)} requests of {name}",
+                        f"{len(want)} requests of {sp.workload.name}",
                     )
                 )
     return out

@@ -7,7 +7,7 @@ Layout (paths as in a reports directory, so evidence's `records` and `logs` reso
     submission.json      vendor, system description, harness version and clean-tree proof,
                          matrix digest, claimed cells
     evidence/<cell>__<run>.json                 one evidence document per claimed cell
-    runs/<run>/<cell>/records/<phase>.json      raw per-request records
+    runs/<run>/<cell>/records/<phase>.json      raw per-request records (`dayzero.run.records`)
     runs/<run>/<cell>/logs/<file>               server logs
 """
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dayzero.run import records
 from dayzero.spec.matrix import Matrix
 
 MANIFEST = "manifest.json"
@@ -32,11 +33,7 @@ SCHEMA_VERSION = 1
 # Vendor names become file names and ssh-keygen identities: keep them boring.
 VENDOR = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 PART = r"[A-Za-z0-9._+@=-]+"
-LAYOUT = (
-    re.compile(rf"^evidence/{PART}\.json$"),
-    re.compile(rf"^runs/{PART}/{PART}/records/{PART}\.json$"),
-    re.compile(rf"^runs/{PART}/{PART}/logs/{PART}$"),
-)
+LAYOUT = (re.compile(rf"^evidence/{PART}\.json$"), *map(re.compile, records.patterns(PART)))
 TOP_FILES = (MANIFEST, SIGNATURE, SUBMISSION)
 
 

@@ -1,8 +1,8 @@
 """What the maintainers' matrix expects of one evidence document, and where its raw records are.
 
 The expected checks and the raw-record files each one reads are derived from the matrix, the
-protocol and the phase names the harness writes (`dayzero.run.phases`), never from the bundle's own
-claims: a vendor cannot choose which records a check is recomputed from.
+request plan and the record names the harness writes (`dayzero.run.plan`, `dayzero.run.records`),
+never from the bundle's own claims: a vendor cannot choose which records a check is recomputed from.
 """
 
 from __future__ import annotations
@@ -13,23 +13,12 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from dayzero.checks import CheckResult
-from dayzero.checks.performance import phase_name
-from dayzero.evidence import slug
-from dayzero.spec.card import (
-    AcceptanceRule,
-    AccuracyGate,
-    Floor,
-    ModelCard,
-    Protocol,
-    floors_for,
-    gates_for,
-    rules_for,
-)
+from dayzero.run import plan, records
+from dayzero.run.plan import AccuracyPlan, MeasurementPlan, ProbePlan, SpeculativePlan
+from dayzero.spec.card import Floor, ModelCard
 from dayzero.spec.goldens import Golden, load_golden
 from dayzero.spec.matrix import Cell, Matrix
-from dayzero.spec.workloads import Workload, resolve, suites_dir
-
-PROBES = "probes"
+from dayzero.spec.workloads import suites_dir
 
 
 def known_cell(matrix: Matrix, cell_id) -> Cell | None:
@@ -66,17 +55,9 @@ class CellView:
     answers: dict[str, dict]  # records file named by the evidence -> schema-valid raw answer
     suites: Path
     goldens_dir: Path
-    _workloads: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def records_dir(self) -> str:
-        return f"runs/{self.doc['run']['id']}/{slug(self.cell.id)}/records/"
-
-    def file(self, phase: str) -> str:
-        return f"{self.records_dir}{phase}.json"
 
     def answer(self, phase: str) -> tuple[str, dict]:
-        rel = self.file(phase)
+        rel = records.path(self.doc["run"]["id"], self.cell.id, phase)
         if rel not in self.doc.get("records", []):
             raise Unrecomputable(self.name, f"no raw records {rel} named in the evidence")
         if rel not in self.answers:
@@ -84,37 +65,31 @@ class CellView:
         return rel, self.answers[rel]
 
     @cached_property
-    def protocol(self) -> Protocol:
-        return self.card.protocol
+    def probes(self) -> ProbePlan:
+        return plan.probes(self.card, self.cell)
+
+    @cached_property
+    def measurements(self) -> tuple[MeasurementPlan, ...]:
+        """As the run measured them: one per group of floors, workloads read once per view."""
+        return tuple(plan.measurements(self.card, self.cell, self.suites))
+
+    def measurement_of(self, floor: Floor) -> MeasurementPlan:
+        return next(m for m in self.measurements if floor in m.floors)
 
     def floors(self) -> list[Floor]:
-        return floors_for(self.card, self.cell)
-
-    def workload(self, name: str, max_tokens: int = 64) -> Workload:
-        key = (name, max_tokens)
-        if key not in self._workloads:  # YAML and JSON lines: read once per view
-            self._workloads[key] = resolve(self.card, name, self.suites / "workloads", max_tokens)
-        return self._workloads[key]
+        return [floor for m in self.measurements for floor in m.floors]
 
     @cached_property
     def golden(self) -> Golden | None:
         return load_golden(self.goldens_dir, self.cell.id)
 
-    def floor_workload(self, floor: Floor) -> Workload:
-        """As `phases.run_performance` resolves it: the default workload takes the floor's max_tokens."""
-        return self.workload(floor.workload, floor.max_tokens if floor.workload == "default" else 64)
+    @cached_property
+    def gates(self) -> tuple[AccuracyPlan, ...]:
+        return tuple(plan.accuracy(self.card, self.cell, self.suites))
 
-    def repetitions(self, floor: Floor) -> int:
-        return floor.repetitions or self.protocol.repetitions
-
-    def floor_phases(self, floor: Floor) -> list[str]:
-        return [phase_name(floor.workload, floor.concurrency, rep) for rep in range(self.repetitions(floor))]
-
-    def gates(self) -> list[AccuracyGate]:
-        return gates_for(self.card, self.cell)
-
-    def speculative(self) -> list[tuple[AcceptanceRule, str]]:
-        return [(rule, name) for rule in rules_for(self.card, self.cell) for name in rule.workloads]
+    @cached_property
+    def speculative(self) -> tuple[SpeculativePlan, ...]:
+        return tuple(plan.speculative(self.card, self.cell, self.suites))
 
 
 @lru_cache(maxsize=4)

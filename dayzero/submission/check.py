@@ -18,7 +18,7 @@ from pathlib import Path
 import dayzero
 from dayzero.errors import ConfigError
 from dayzero.escape import escape
-from dayzero.evidence import slug
+from dayzero.run.records import cell_folder
 from dayzero.spec.matrix import load_matrix
 from dayzero.submission import (
     antigaming,
@@ -147,7 +147,7 @@ def cell_of_file(s: Subject) -> dict[str, str]:
     owner = {}
     for name, doc in s.evidence.items():
         owner[name] = doc["cell"]
-        prefix = f"runs/{doc['run']['id']}/{slug(doc['cell'])}/"
+        prefix = cell_folder(doc["run"]["id"], doc["cell"]) + "/"
         for other in s.bundle.files:
             if other.startswith(prefix):
                 owner[other] = doc["cell"]

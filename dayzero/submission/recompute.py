@@ -1,8 +1,8 @@
 """Recompute every check from the raw records with the harness's own check functions.
 
 The bundle's summaries and verdicts are claims; what counts is what the harness's own code says
-about the raw records (`phases.measure_workload` replayed on them, then `check_floor`,
-`check_probe`, `check_golden`, `check_accuracy`, `check_acceptance` of dayzero.checks), against
+about the raw records (the request plan's `aggregate` of them, then `check_floor`, `check_probe`,
+`check_golden`, `check_accuracy`, `check_acceptance` of dayzero.checks), against
 the maintainers' matrix, goldens and eval sets. A claimed value they do not reproduce is a
 finding; so is a recomputed check that fails (a floor not met, a golden that differs, an
 accuracy below its threshold).
@@ -10,22 +10,22 @@ accuracy below its threshold).
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache, partial
 
 from dayzero.checks import CheckResult
-from dayzero.checks.accuracy import check_accuracy, load_eval
+from dayzero.checks.accuracy import check_accuracy
 from dayzero.checks.correctness import check_golden, check_probe
-from dayzero.checks.performance import Measurement, check_floor
+from dayzero.checks.measurement import Measurement
+from dayzero.checks.performance import check_floor
 from dayzero.checks.speculative import SpecCounters, check_acceptance, source_for
-from dayzero.run.phases import Endpoint, measure_workload
-from dayzero.spec.card import AcceptanceRule, AccuracyGate, Floor, Probe
+from dayzero.run.plan import AccuracyPlan, SpeculativePlan
+from dayzero.spec.card import Floor, Probe
 from dayzero.submission.bundle import Reference, Subject
-from dayzero.submission.cellview import PROBES, CellView, Expected, Unrecomputable, views
+from dayzero.submission.cellview import CellView, Expected, Unrecomputable, views
 from dayzero.submission.findings import Finding, short
 
 COMPARED = ("kind", "verdict", "message", "measured", "bound")  # with details: the whole claim
@@ -42,7 +42,7 @@ def accelerators(doc: dict) -> int:
 
 
 def _probe_record(view: CellView, probe: Probe) -> dict:
-    rel, answer = view.answer(PROBES)
+    rel, answer = view.answer(view.probes.phase)
     for record in answer["records"]:
         if record["id"] == probe.id:
             return record
@@ -56,67 +56,29 @@ def probe_result(view: CellView, probe: Probe) -> CheckResult:
 
 def golden_result(view: CellView, probe: Probe) -> CheckResult:
     record = _probe_record(view, probe)
-    policy = view.card.mode(view.cell.mode).golden
     expected = view.golden.outputs.get(probe.id) if view.golden else None
-    return check_golden(policy, probe.id, expected, record.get("text") or "")
-
-
-def floor_answers(view: CellView, floor: Floor) -> list[tuple[str, dict]]:
-    """The repetitions' raw answers, by the phase names the harness writes."""
-    return [view.answer(phase) for phase in view.floor_phases(floor)]
-
-
-@dataclass
-class Replay:
-    """An endpoint that answers `phases.measure_workload` with the recorded answers, in order.
-
-    Replaying the harness's own measurement code (rather than restating it) keeps every summary,
-    client block and anti-gaming finding exactly as the harness computes them, now and later.
-    """
-
-    answers: list[tuple[str, dict]]
-    kept: int = 0
-
-    def client(self, spec: dict, timeout: float) -> dict:
-        return copy.deepcopy(self.answers[self.kept][1])
-
-    def keep(self, phase: str, answer: dict) -> str:
-        rel = self.answers[self.kept][0]
-        self.kept += 1
-        return rel
-
-    def endpoint(self) -> Endpoint:
-        return Endpoint(url="replay://", client=self.client, keep=self.keep, say=lambda message: None)
+    return check_golden(view.probes.policy, probe.id, expected, record.get("text") or "")
 
 
 def measurement(view: CellView, floor: Floor) -> Measurement:
-    answers = floor_answers(view, floor)
-    protocol = view.protocol
-    if protocol.client_processes is None:
+    """The harness's own aggregate of the repetitions' raw answers, by the names the run wrote."""
+    m = view.measurement_of(floor)
+    answers = [view.answer(phase) for phase in m.phases()]
+    processes = m.protocol.client_processes
+    if processes is None:
         # The run grew its client processes while saturated; the recorded answers say how many the
-        # last repetition used, which is what the harness reports. Replay never retries.
-        last = (answers[-1][1].get("client") or {}).get("processes") or 1
-        protocol = replace(protocol, client_processes=last)
-    return measure_workload(
-        Replay(answers).endpoint(),
-        view.floor_workload(floor),
-        floor.concurrency,
-        protocol,
-        accelerators(view.doc),
-        floor.num_prompts,
-        floor.repetitions,
-    )
+        # last repetition used, which is what the harness reports.
+        processes = (answers[-1][1].get("client") or {}).get("processes") or 1
+    return m.measurement(answers, accelerators(view.doc), processes)
 
 
 def floor_result(view: CellView, floor: Floor) -> CheckResult:
     return check_floor(floor, measurement(view, floor))
 
 
-def accuracy_result(view: CellView, gate: AccuracyGate) -> CheckResult:
-    _, answer = view.answer(f"accuracy-{gate.eval}")
-    evalset = load_eval(view.suites / "evals", gate.eval)
-    items = evalset.items[: gate.limit] if gate.limit else evalset.items
-    return check_accuracy(gate, items, answer["records"])
+def accuracy_result(view: CellView, a: AccuracyPlan) -> CheckResult:
+    _, answer = view.answer(a.phase)
+    return check_accuracy(a.gate, a.items, answer["records"])
 
 
 def _counters(value):
@@ -129,31 +91,32 @@ def _counters(value):
     return None
 
 
-def speculative_result(view: CellView, rule: AcceptanceRule, workload: str) -> CheckResult:
-    _, answer = view.answer(f"spec-{workload}")
+def speculative_result(view: CellView, sp: SpeculativePlan) -> CheckResult:
+    _, answer = view.answer(sp.phase)
     counters = answer.get("counters") or {}
     kind = source_for(view.card.engine.name)[0]
+    name = sp.workload.name
     return check_acceptance(
-        workload,
-        view.workload(workload).tag,
+        name,
+        sp.workload.tag,
         kind,
         _counters(counters.get("before")),
         _counters(counters.get("after")),
         answer["records"],
-        rule.min_accept_length.get(workload),
+        sp.rule.min_accept_length.get(name),
     )
 
 
 def expected_checks(view: CellView) -> list[Expected]:
-    """Every check the matrix requires of this cell (as `cellrun` and `phases` name them)."""
-    probes = view.card.probes
+    """Every check the matrix requires of this cell (as `run.cell` and `run.phases` name them)."""
+    probes = view.probes.probes
     out = [Expected(f"probe:{p.id}", partial(probe_result, view, p)) for p in probes]
     out += [Expected(f"golden:{p.id}", partial(golden_result, view, p)) for p in probes]
     out += [Expected(floor.name, partial(floor_result, view, floor)) for floor in view.floors()]
-    out += [Expected(gate.name, partial(accuracy_result, view, gate)) for gate in view.gates()]
+    out += [Expected(a.gate.name, partial(accuracy_result, view, a)) for a in view.gates]
     out += [
-        Expected(f"speculative:accept_length@{wl}", partial(speculative_result, view, rule, wl))
-        for rule, wl in view.speculative()
+        Expected(f"speculative:accept_length@{sp.workload.name}", partial(speculative_result, view, sp))
+        for sp in view.speculative
     ]
     return out
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 
-from dayzero.evidence import slug
+from dayzero.run.records import cell_folder, is_records_file
 from dayzero.spec import yamlfile
 from dayzero.submission.bundle import MANIFEST, SUBMISSION, Bundle, Reference, Subject, in_layout
 from dayzero.submission.findings import Finding, short
@@ -206,7 +206,7 @@ def load_subject(bundle: Bundle) -> tuple[Subject, list[Finding]]:
             findings += bad
             if doc is not None:
                 evidence[name] = doc
-        elif "/records/" in name and name.endswith(".json"):
+        elif is_records_file(name):
             doc, bad = load_records(bundle, name)
             findings += bad
             if doc is not None:
@@ -232,7 +232,7 @@ def check_references(s: Subject, ref: Reference) -> list[Finding]:
     """Evidence may only point at records and logs of its own cell and run, inside the bundle layout."""
     out = []
     for name, doc in s.evidence.items():
-        prefix = f"runs/{doc['run']['id']}/{slug(doc['cell'])}/"
+        prefix = cell_folder(doc["run"]["id"], doc["cell"]) + "/"
         for rel in doc.get("records", []) + doc.get("logs", []):
             if not (rel.startswith(prefix) and in_layout(rel)):
                 out.append(Finding(name, "schema.reference", short(rel, 160), f"a file under {prefix}"))

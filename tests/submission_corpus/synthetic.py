@@ -1,9 +1,11 @@
 """A synthetic run of the embedded default's cells, made by the harness's own code paths.
 
-The measurement phases (`dayzero.run.phases.run_all`) run for real against a fake endpoint whose
-client answers with consistent raw records (golden texts for probes, exact output lengths, a
-fixed token rate), so the evidence claims exactly what the harness would claim from such records.
-That gives the checker's tests a valid bundle in a second, without an engine.
+Requests come from the request plan and records are named as a run names them (`dayzero.run.plan`,
+`dayzero.run.records`); the measurement phases (`dayzero.run.phases.run_all`) run for real
+against a fake endpoint whose client answers with consistent raw records (golden texts for
+probes, exact output lengths, a fixed token rate), so the evidence claims exactly what the
+harness would claim from such records. That gives the checker's tests a valid bundle in a
+second, without an engine.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from dayzero import __version__, evidence
 from dayzero.checks.accuracy import load_eval
 from dayzero.checks.correctness import check_golden, check_probe
+from dayzero.run import plan, records
 from dayzero.run.cell import launches_json
 from dayzero.run.phases import Endpoint, run_all
 from dayzero.spec.goldens import load_golden
@@ -198,31 +201,24 @@ def run_cell(
     """Write one cell's raw records, log and evidence under `reports`, as cellrun would."""
     card = matrix.card(cell)
     golden = load_golden(goldens, cell.id)
-    probes = card.probes
     suites = suites_dir(goldens, matrix.root)
     texts = {**known_answers(card, suites), **(golden.outputs if golden else {})}
     client = FakeClient(start, texts, itl_s)
-    base = Path("runs") / run_id / evidence.slug(cell.id)
-    (reports / base / "records").mkdir(parents=True, exist_ok=True)
+    (reports / records.folder(run_id, cell.id)).mkdir(parents=True, exist_ok=True)
 
     def keep(phase: str, answer: dict) -> str:
-        rel = base / "records" / f"{phase}.json"
+        rel = records.path(run_id, cell.id, phase)
         (reports / rel).write_text(json.dumps(answer))
-        return str(rel)
+        return rel
 
+    probes = plan.probes(card, cell)
     probe_answer = client(
-        {
-            "action": "load",
-            "concurrency": 1,
-            "requests": [{"id": p.id, "kind": "chat", "max_tokens": p.max_tokens} for p in probes],
-        },
-        60,
+        {"action": "requests", "concurrency": probes.concurrency, "requests": probes.requests()}, 60
     )
-    keep("probes", probe_answer)
+    keep(probes.phase, probe_answer)
     by_id = {r["id"]: r for r in probe_answer["records"]}
-    checks = [check_probe(p, by_id[p.id]["text"], None) for p in probes]
-    policy = card.mode(cell.mode).golden
-    checks += [check_golden(policy, p.id, texts.get(p.id), by_id[p.id]["text"]) for p in probes]
+    checks = [check_probe(p, by_id[p.id]["text"], None) for p in probes.probes]
+    checks += [check_golden(probes.policy, p.id, texts.get(p.id), by_id[p.id]["text"]) for p in probes.probes]
     ep = Endpoint(
         url="http://127.0.0.1:18080",
         client=client,
@@ -232,7 +228,7 @@ def run_cell(
     )
     run_all(card, cell, ep, HOST.accelerators, suites, into=checks)
     recipe = render(matrix, cell, [HOST])
-    log = base / "logs" / "local-server-0.log"
+    log = f"{records.logs_folder(run_id, cell.id)}/local-server-0.log"
     (reports / log).parent.mkdir(parents=True, exist_ok=True)
     launch = launches_json(recipe, ())[0]["command"]
     (reports / log).write_text(server_log(launch, client.served, start - 1.0))
@@ -269,8 +265,10 @@ def run_cell(
             }
         ],
         "checks": [c.to_json() for c in checks],
-        "records": sorted(str(p.relative_to(reports)) for p in (reports / base / "records").glob("*.json")),
-        "logs": [str(log)],
+        "records": sorted(
+            str(p.relative_to(reports)) for p in (reports / records.folder(run_id, cell.id)).glob("*.json")
+        ),
+        "logs": [log],
         "verdict": "passed" if all(c.passed for c in checks) else "failed",
     }
     return evidence.write(reports, doc)

@@ -446,7 +446,7 @@ def _connect(endpoint: Endpoint, trust: Trust, pool: _Pool) -> _Connection:
 _ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=[^;&|\n]*")
 
 
-def summarize(command: str, limit: int = 160) -> str:
+def command_excerpt(command: str, limit: int = 160) -> str:
     """A command for an error message: every `NAME=value` masked whatever its name (commands
     carry `export ...` of recipe env), and secret values registered in dayzero.redact."""
     text = redact_secrets(_ASSIGNMENT.sub(r"\1=***", command)).replace("\n", "; ")
@@ -798,7 +798,8 @@ class SSHTransport(Transport):
         reason = f" ({why})" if why else ""
         outcome = "; its process group was killed" if killed else ""
         return CommandTimeout(
-            f"{self.endpoint.describe()}: command {what} {timeout:g}s{reason}{outcome}: {summarize(command)}"
+            f"{self.endpoint.describe()}: command {what} {timeout:g}s{reason}{outcome}: "
+            f"{command_excerpt(command)}"
         )
 
     def _lost(self, what: str) -> InfrastructureError:

@@ -1,0 +1,188 @@
+"""What each phase of a cell run requests: the request plan, derived from the model card alone.
+
+The live run sends exactly these requests (`dayzero.run.cell.run_probes`, `dayzero.run.phases`);
+the submission checker expects exactly these in a bundle's raw records and recomputes its checks
+from them (`dayzero.submission.antigaming`, `.recompute`). One plan for both, so that what a run
+asks and what a checker expects cannot drift apart. Raw records are named by `dayzero.run.records`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dayzero.checks.accuracy import EvalItem, EvalSet, load_eval, request_for
+from dayzero.checks.measurement import Measurement, aggregate
+from dayzero.run import records
+from dayzero.spec.card import (
+    AcceptanceRule,
+    AccuracyGate,
+    Floor,
+    GoldenPolicy,
+    ModelCard,
+    Probe,
+    Protocol,
+    floors_for,
+    gates_for,
+    rules_for,
+)
+from dayzero.spec.matrix import Cell
+from dayzero.spec.workloads import Workload, resolve
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """The card's probes, sent once each."""
+
+    probes: tuple[Probe, ...]
+    concurrency: int
+    policy: GoldenPolicy
+    phase: str = records.PROBES
+
+    def requests(self) -> list[dict]:
+        return [{"id": p.id, "prompt": p.prompt, "max_tokens": p.max_tokens} for p in self.probes]
+
+
+def probes(card: ModelCard, cell: Cell) -> ProbePlan:
+    """Exact goldens need one request at a time; other policies run at the mode's concurrency so
+    that batching is exercised the way users will meet it."""
+    mode = card.mode(cell.mode)
+    concurrency = 1 if mode.golden.policy == "exact" else mode.concurrency
+    return ProbePlan(tuple(card.probes), concurrency, mode.golden)
+
+
+@dataclass(frozen=True)
+class MeasurementPlan:
+    """One measurement: a workload at a concurrency, repeated; the floors evaluated on it."""
+
+    workload: Workload
+    concurrency: int
+    protocol: Protocol
+    num_prompts: int | None = None  # the floors' own, else the protocol's
+    repetitions: int | None = None  # the floors' own, else the protocol's
+    index: int = 0  # the index-th measurement of this workload at this concurrency
+    floors: tuple[Floor, ...] = ()
+
+    @property
+    def prompts_per_run(self) -> int:
+        return self.protocol.num_prompts(self.concurrency, self.num_prompts)
+
+    @property
+    def runs(self) -> int:
+        return self.repetitions or self.protocol.repetitions
+
+    def phase(self, repetition: int) -> str:
+        return records.performance(self.workload.name, self.concurrency, repetition, self.index)
+
+    def phases(self) -> list[str]:
+        return [self.phase(rep) for rep in range(self.runs)]
+
+    def requests(self, repetition: int) -> list[dict]:
+        """Salted with the concurrency: measurements on one server must not share prompts."""
+        return self.workload.requests(self.prompts_per_run, repetition, salt=self.concurrency)
+
+    def warmup(self) -> list[dict]:
+        """Sent before the first repetition, never measured."""
+        n = self.protocol.warmup_requests(self.concurrency)
+        return self.workload.requests(n, warmup=True, salt=self.concurrency)
+
+    def measurement(
+        self, answers: Sequence[tuple[str, Mapping]], accelerators: int, processes: int
+    ) -> Measurement:
+        """The repetitions' (records file, answer), in order, as a measurement (pure)."""
+        return aggregate(
+            self.workload.name,
+            self.concurrency,
+            answers,
+            accelerators=accelerators,
+            exact_output=self.workload.exact_output,
+            limits=self.protocol.saturation,
+            rules=self.protocol.compliance,
+            client={
+                "processes": processes,
+                "prompts_per_run": self.prompts_per_run,
+                "tag": self.workload.tag,
+            },
+        )
+
+
+def group(floors: Sequence[Floor]) -> dict[tuple, list[Floor]]:
+    """Floors that share a workload run share one measurement (e.g. throughput and p99 TTFT)."""
+    groups: dict[tuple, list[Floor]] = {}
+    for f in floors:
+        key = (
+            f.workload,
+            f.concurrency,
+            f.max_tokens if f.workload == "default" else 0,
+            f.num_prompts,
+            f.repetitions,
+        )
+        groups.setdefault(key, []).append(f)
+    return groups
+
+
+def measurements(card: ModelCard, cell: Cell, suites: Path) -> Iterator[MeasurementPlan]:
+    """The cell's measurements in the card's order; workloads are read as each one comes up."""
+    protocol = card.protocol
+    seen: dict[tuple[str, int], int] = {}
+    for (name, concurrency, _, num_prompts, reps), floors in group(floors_for(card, cell)).items():
+        # two measurements of one workload at one concurrency (another length, prompt count or
+        # repetitions) keep their raw records apart
+        k = seen[(name, concurrency)] = seen.get((name, concurrency), -1) + 1
+        # the default workload takes the floors' max_tokens (the same within a group)
+        workload = resolve(card, name, suites / "workloads", floors[0].max_tokens)
+        yield MeasurementPlan(workload, concurrency, protocol, num_prompts, reps, k, tuple(floors))
+
+
+@dataclass(frozen=True)
+class AccuracyPlan:
+    """One gate: the first `limit` questions of its eval set."""
+
+    gate: AccuracyGate
+    evalset: EvalSet
+
+    @property
+    def phase(self) -> str:
+        return records.accuracy(self.gate.eval)
+
+    @property
+    def concurrency(self) -> int:
+        return self.gate.concurrency
+
+    @property
+    def items(self) -> tuple[EvalItem, ...]:
+        return self.evalset.items[: self.gate.limit] if self.gate.limit else self.evalset.items
+
+    def requests(self) -> list[dict]:
+        return [request_for(self.evalset, item, self.gate) for item in self.items]
+
+
+def accuracy(card: ModelCard, cell: Cell, suites: Path) -> Iterator[AccuracyPlan]:
+    for gate in gates_for(card, cell):
+        yield AccuracyPlan(gate, load_eval(suites / "evals", gate.eval))
+
+
+@dataclass(frozen=True)
+class SpeculativePlan:
+    """Acceptance measured on one workload of a rule."""
+
+    rule: AcceptanceRule
+    workload: Workload
+
+    @property
+    def phase(self) -> str:
+        return records.speculative(self.workload.name)
+
+    @property
+    def concurrency(self) -> int:
+        return self.rule.concurrency
+
+    def requests(self) -> list[dict]:
+        return self.workload.requests(self.rule.num_prompts)
+
+
+def speculative(card: ModelCard, cell: Cell, suites: Path) -> Iterator[SpeculativePlan]:
+    for rule in rules_for(card, cell):
+        for name in rule.workloads:
+            yield SpeculativePlan(rule, resolve(card, name, suites / "workloads"))
