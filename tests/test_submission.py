@@ -393,3 +393,44 @@ def test_engine_image_must_be_the_model_cards_for_the_hardware(tmp_path):
     subject, ref = _kimi_subject(tmp_path, "lmsysorg/sglang:kimi-k3.1", good, accelerators=4)
     found = [f.requirement for f in check_hosts(subject, ref)]
     assert found == ["provenance.hosts", "provenance.system"]  # 4 per node claimed; described as 8
+
+
+# --- two measurements of one workload at one concurrency ------------------------------------------
+
+
+def test_two_floors_measured_apart_on_one_workload_and_concurrency_are_rechecked_on_their_own_records(
+    tmp_path,
+):
+    """Floors on one workload and concurrency that differ in length form two measurements; each is
+    rechecked from its own raw records (`-m1`), so an honest bundle of such a card is accepted."""
+    import shutil
+
+    import yaml
+
+    matrix_dir = tmp_path / "matrix"
+    shutil.copytree(REPO / "matrix", matrix_dir)
+    card_path = matrix_dir / "models" / "smollm2-135m.yaml"
+    card = yaml.safe_load(card_path.read_text())
+    card["floors"] += [
+        {"when": {"mode": "low_latency"}, "metric": "output_throughput", "concurrency": "mode", "min": 1}
+        | {"max_tokens": 8, "repetitions": 1},
+        {"when": {"mode": "low_latency"}, "metric": "median_ttft_ms", "concurrency": "mode", "max": 1e9}
+        | {"max_tokens": 12, "repetitions": 1},
+    ]
+    card_path.write_text(yaml.safe_dump(card, sort_keys=False))
+    lab = make_lab(tmp_path / "lab", matrix_dir=matrix_dir)
+
+    report = lab.check(lab.bundle)
+    assert report.accepted, "\n".join(report.lines())
+    cell = next(c for c in lab.matrix.cells if c.hardware == "cpu" and c.mode == "low_latency")
+    path = next((lab.reports / "evidence").glob(f"{evidence.slug(cell.id)}__*.json"))
+    checks = {c["name"]: c for c in json.loads(path.read_text())["checks"]}
+    files = {
+        name: [Path(rel).name for rel in checks[name]["details"]["records"]]
+        for name in ("floor:output_throughput@default/c1", "floor:median_ttft_ms@default/c1")
+    }
+    assert files == {
+        "floor:output_throughput@default/c1": ["perf-default-c1-r0.json"],
+        "floor:median_ttft_ms@default/c1": ["perf-default-m1-c1-r0.json"],
+    }
+    assert checks["floor:median_ttft_ms@default/c1"]["details"]["summaries"][0]["mean_output_tokens"] == 12

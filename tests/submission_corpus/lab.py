@@ -67,9 +67,9 @@ class Lab:
         return pack(reports, out, VENDOR, args.pop("key", self.key), self.matrix, **args)
 
 
-def make_lab(root: Path, itl_s: float | None = None) -> Lab:
+def make_lab(root: Path, itl_s: float | None = None, matrix_dir: Path = REPO / "matrix") -> Lab:
     root.mkdir(parents=True, exist_ok=True)
-    matrix = load_matrix(REPO / "matrix")
+    matrix = load_matrix(matrix_dir)
     goldens = REPO / "suites" / "goldens"
     key, other = make_key(root, VENDOR), make_key(root, "mallory")
     allowed = write_allowed_signers(root / "allowed_signers", [(VENDOR, key), ("mallory", other)])
