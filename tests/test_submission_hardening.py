@@ -133,3 +133,19 @@ def test_accept_that_fails_writes_nothing_and_exits_crashed_not_rejected(lab, tm
     err = capsys.readouterr().err
     assert code == 3 and "crashed:" in err, err
     assert reports.read_text() == "not a directory\n"
+
+
+def test_harness_root_is_the_checkout_holding_the_matrix(tmp_path, monkeypatch):
+    """An installed package has no checkout of its own: the harness commit is the one of the
+    checkout whose matrix is checked, never a venv's enclosing repository."""
+    import subprocess
+
+    from dayzero.submission.check import harness_root
+
+    lab = tmp_path / "lab"
+    (lab / "matrix").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(lab)], check=True)
+    monkeypatch.chdir(tmp_path)
+    assert harness_root(lab / "matrix") == lab.resolve()
+    monkeypatch.chdir(lab / "matrix")
+    assert harness_root() == lab.resolve()

@@ -199,7 +199,15 @@ def check_bundle(path: Path, ref: Reference, limits: Limits = DEFAULT_LIMITS) ->
         return run_checks(path, ref, Path(tmp), limits)[0]
 
 
-def harness_root() -> Path:
+def harness_root(near: Path | None = None) -> Path:
+    """The git checkout the harness runs from: the one holding `near` (the matrix) or the working
+    directory; an installed package has no checkout of its own, and a venv's enclosing repository
+    must not be taken for one, so the package's own tree counts only when it is a checkout."""
+    for start in (near, Path.cwd()):
+        if start is not None:
+            for folder in (Path(start).resolve(), *Path(start).resolve().parents):
+                if (folder / ".git").exists() and (folder / "matrix").is_dir():
+                    return folder
     return Path(dayzero.__file__).resolve().parents[1]
 
 
@@ -242,6 +250,6 @@ def reference(matrix_dir: Path, goldens_dir: Path, allowed_signers: Path) -> Ref
         load_matrix(Path(matrix_dir)),
         Path(goldens_dir),
         Path(allowed_signers),
-        known_commit=known_commit_in(harness_root()),
-        commit_time=commit_time_in(harness_root()),
+        known_commit=known_commit_in(harness_root(matrix_dir)),
+        commit_time=commit_time_in(harness_root(matrix_dir)),
     )

@@ -231,7 +231,7 @@ def pack(
     if harness is None:
         from dayzero.submission.check import harness_root as default_root
 
-        harness = harness_state(harness_root or default_root())
+        harness = harness_state(harness_root or default_root(matrix.root))
     if not harness.clean and not allow_dirty:
         changes = harness.status.strip().splitlines()
         raise PackError(
