@@ -30,7 +30,6 @@ one of the two nights are reported as such, never as regressions.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import statistics
 import subprocess
@@ -39,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dayzero import evidence
+from dayzero import atomic, evidence
 
 DEFAULT_BAND_PCT = 10.0
 TAIL_BAND_PCT = 25.0
@@ -252,7 +251,7 @@ def run_nightly(args) -> int:
     env = {**os.environ, "DAYZERO_RUN_ID": f"nightly-{stamp}"}
     code = subprocess.run(cmd, cwd=args.suites_root, env=env).returncode
     result = compare_nights(baseline, night, args.band)
-    (night / REGRESSIONS).write_text(json.dumps(result, indent=2) + "\n")
+    atomic.write_json(night / REGRESSIONS, result, sort_keys=False)
     for r in result["regressions"]:
         print(f"[nightly] REGRESSION {r['cell']}: {r['message']}", file=sys.stderr)
     print(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from dayzero import atomic
 from dayzero.spec import yamlfile
 
 
@@ -29,7 +29,4 @@ def load_golden(goldens_dir: Path, cell_id: str) -> Golden | None:
 
 
 def save_golden(goldens_dir: Path, golden: Golden) -> Path:
-    path = golden_path(goldens_dir, golden.cell)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(golden.__dict__, indent=2, sort_keys=True) + "\n")
-    return path
+    return atomic.write_json(golden_path(goldens_dir, golden.cell), golden.__dict__)

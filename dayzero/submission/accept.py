@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from dayzero import evidence
+from dayzero import atomic, evidence
 from dayzero.errors import ConfigError
 from dayzero.submission.bundle import Reference, Subject, sha256_file
 from dayzero.submission.check import Report, run_checks
@@ -93,18 +93,6 @@ def replays(s: Subject, vendor: str, index: dict[str, dict]) -> list[Finding]:
     return out
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _store_bundle(s: Subject, bundle: Path, verdict: str, dest: Path) -> None:
     """The bundle, its files and the verdict, staged beside `dest` and renamed into place."""
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -153,6 +141,6 @@ def accept(
 
         _store_bundle(subject, Path(bundle), verdict, reports_dir / stored)
         for path, data in documents.items():
-            _write_atomic(path, data)
-        _write_atomic(reports_dir / INDEX, index_text)
+            atomic.write_bytes(path, data)
+        atomic.write_bytes(reports_dir / INDEX, index_text)
     return report, sorted(documents)
