@@ -92,3 +92,26 @@ def test_unreachable_host_is_reported_not_raised(tmp_path, host):
 
     facts = gather(Down(host), B300, {})
     assert not facts.reachable and "connection refused" in facts.problems[0]
+
+
+def test_driver_version_comes_from_the_device_tool(tmp_path, monkeypatch, host):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "nvidia-smi"
+    script.write_text(
+        '#!/bin/sh\ncase "$*" in *driver_version*) echo 580.65.06; echo 580.65.06;; '
+        f"*) printf '{NVIDIA}';; esac\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    facts = gather(LocalTransport(host), B300, {})
+    assert facts.healthy, facts.problems
+    assert facts.driver_version == "580.65.06"
+
+
+def test_driver_version_of_a_cpu_host_and_of_an_unreadable_tool(tmp_path, monkeypatch, host):
+    cpu = Hardware("cpu", "any", 0, 1, "nproc")
+    assert gather(LocalTransport(host), cpu, {}).driver_version == "none (cpu)"
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", "NVIDIA-SMI has failed", rc=9)
+    facts = gather(LocalTransport(host), B300, {})
+    assert facts.driver_version == "unknown" and not facts.healthy

@@ -1,7 +1,8 @@
 """Preflight: is this host fit to run a cell right now? (LAVA's health-check idea.)
 
-Counts accelerators and free memory with the vendor's own tool (never assuming NVIDIA), checks
-free disk in the workdir and that the engine answers its version command. A host that fails is
+Counts accelerators and free memory with the vendor's own tool (never assuming NVIDIA), reads the
+accelerator driver's version with the same tool (evidence keeps it), checks free disk in the
+workdir and that the engine answers its version command. A host that fails is
 quarantined for the rest of the run and the cell is reported as infrastructure, not product.
 """
 
@@ -31,6 +32,16 @@ DEVICE_QUERIES = {
     "$(awk '/MemAvailable/ {print int($2/1024)}' /proc/meminfo)",
 }
 
+# One command per device tool: prints the accelerator driver's version (first line kept).
+DRIVER_QUERIES = {
+    "nvidia-smi": "nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1",
+    "amd-smi": "amd-smi version 2>&1 | head -1",
+    "rocm-smi": "rocm-smi --showdriverversion 2>&1 | grep -i version | head -1",
+    "neuron-ls": "cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | head -1",
+}
+NO_DRIVER = "none (cpu)"  # a cpu host (device tool `nproc`) has no accelerator driver
+UNKNOWN = "unknown"
+
 
 @dataclass(frozen=True)
 class HostFacts:
@@ -43,6 +54,7 @@ class HostFacts:
     cpus: int | None = None
     engine_versions: dict[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    driver_version: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -88,6 +100,18 @@ def _run(transport: Transport, command: str, timeout: float = 60) -> tuple[bool,
     except CommandTimeout:
         return False, f"timed out after {timeout:.0f}s"
     return result.ok, (result.stdout if result.ok else (result.stderr or result.stdout)).strip()
+
+
+def driver_version(transport: Transport, tool: str) -> str:
+    """The accelerator driver's version as the device tool reports it; a fact we could not read
+    is `unknown`, never a problem (the host may still serve)."""
+    if tool == "nproc":
+        return NO_DRIVER
+    query = DRIVER_QUERIES.get(tool)
+    if query is None:
+        return UNKNOWN
+    ok, out = _run(transport, f"set -o pipefail; {query}", 30)  # a failing tool's message is no version
+    return (" ".join(out.split())[:200] or UNKNOWN) if ok else UNKNOWN
 
 
 def gather(transport: Transport, hardware: Hardware, engines: dict[str, str], secrets=()) -> HostFacts:
@@ -138,4 +162,5 @@ def gather(transport: Transport, hardware: Hardware, engines: dict[str, str], se
         else:
             problems.append(f"engine {engine} not usable: `{command}`: {redact(out[-200:], secrets)}")
     ncpu = int(cpus) if cpus.isdigit() else None
-    return HostFacts(host.name, True, seen, total, free, disk, ncpu, versions, tuple(problems))
+    driver = driver_version(transport, tool)
+    return HostFacts(host.name, True, seen, total, free, disk, ncpu, versions, tuple(problems), driver)
