@@ -1,9 +1,9 @@
 """A deployment: a rendered recipe running on leased hosts, and its guaranteed teardown.
 
-Each launch runs in its own process group (see `Transport.start`). `Deployment` is a context
-manager whose exit kills every group it started, whatever the exit path: pass, failure,
-deadline, KeyboardInterrupt or SIGTERM (the plugin turns SIGTERM into an exception so that
-`finally` blocks run). Logs are kept on the host and copied to the run's report folder.
+Each launch runs in its own process group (see `Transport.start`). `Deployment.stop` kills every
+group it started and never raises; the cell run calls it in a `finally`, so it runs whatever the
+exit path: pass, failure, deadline, KeyboardInterrupt or SIGTERM (the plugin turns SIGTERM into
+an exception so that `finally` blocks run). Logs are kept on the host and copied to the run's report folder.
 """
 
 from __future__ import annotations
@@ -73,18 +73,6 @@ class Deployment:
         self.stopped: list[Started] = []
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    def __enter__(self) -> Deployment:
-        try:
-            self.start()
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def run_dir(self, launch: Launch) -> str:
         """Where a launch runs and logs: `<host workdir>/<run_subdir>` (workdirs differ per host)."""
