@@ -2,20 +2,29 @@
 
 Statuses in the acceptance table and vendor submissions derive from evidence, never from
 hand-typed text. Evidence is written even when a run breaks, so nothing measured is lost.
+`build` makes the document from what a cell run gathered (pure); `write` validates and stores it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import jsonschema
 
+from dayzero import atomic
+from dayzero.checks import CheckResult
 from dayzero.errors import ConfigError
+from dayzero.lab.lease import Lease
+from dayzero.lab.preflight import HostFacts
+from dayzero.redact import redact, redact_env, redact_tree
 from dayzero.spec import yamlfile
+from dayzero.spec.matrix import Cell
+from dayzero.spec.recipe import Recipe
 
 EVIDENCE_DIR = "evidence"
+SCHEMA_VERSION = 1
 
 
 def validate(doc: dict) -> None:
@@ -29,11 +38,85 @@ def slug(cell_id: str) -> str:
 def write(reports_dir: Path, doc: dict) -> Path:
     validate(doc)
     path = Path(reports_dir) / EVIDENCE_DIR / f"{slug(doc['cell'])}__{doc['run']['id']}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".partial")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)  # atomic: readers never see half a document
-    return path
+    return atomic.write_json(path, doc)  # readers never see half a document
+
+
+def launches_json(recipe: Recipe, secrets: Iterable[str]) -> list[dict]:
+    """The rendered launches as evidence keeps them: commands and environment with secrets masked."""
+    return [
+        {
+            "role": lc.role,
+            "rank": lc.rank,
+            "host": lc.host,
+            "port": lc.port,
+            "command": redact(lc.command, secrets),
+            "env": redact_env(lc.env),
+        }
+        for lc in recipe.launches
+    ]
+
+
+def host_entry(lease: Lease, facts: HostFacts | None, held: Mapping[str, str]) -> dict:
+    """What evidence keeps of a host: its inventory claims, the facts preflight saw (driver
+    version included) and when the cell held it."""
+    host = lease.host
+    seen = {k: v for k, v in facts.__dict__.items() if k not in ("host", "problems")} if facts else {}
+    return {
+        "name": host.name,
+        "hardware": host.hardware,
+        "accelerators": host.accelerators,
+        "facts": seen,
+        "lease": {"slot": lease.slot, **held},
+    }
+
+
+def build(
+    cell: Cell,
+    checks: Sequence[CheckResult],
+    hosts: Sequence[Lease],
+    facts: Mapping[str, HostFacts],
+    *,
+    held: Mapping[str, str],
+    run: Mapping[str, str],
+    recipe: Recipe | None,
+    engine: Mapping[str, str],
+    records: Sequence[str],
+    logs: Sequence[str],
+    verdict: str,
+    error: str = "",
+    secrets: Iterable[str] = (),
+) -> dict:
+    """The evidence document of one cell run, from whatever it gathered before it ended (pure).
+
+    `facts` maps a host name to its preflight facts; `held` is when the hosts were held;
+    `records` and `logs` are paths relative to the reports folder. Every text passes `redact`:
+    an error message may quote a secret.
+    """
+    secrets = tuple(secrets)
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "cell": cell.id,
+        "model": cell.model,
+        "hardware": cell.hardware,
+        "mode": cell.mode,
+        "strategy": cell.strategy,
+        "options": list(cell.options),
+        "source": "dayzero",
+        "run": dict(run),
+        "recipe": {
+            "digest": recipe.digest if recipe else "",
+            "launches": launches_json(recipe, secrets) if recipe else [],
+        },
+        "engine": dict(engine),
+        "hosts": [host_entry(lease, facts.get(lease.host.name), held) for lease in hosts],
+        "checks": [c.to_json() for c in checks],
+        "records": sorted(records),
+        "logs": list(logs),
+        "verdict": verdict,
+    }
+    if error:
+        doc["error"] = error
+    return redact_tree(doc, secrets)
 
 
 def iter_evidence(reports_dir: Path) -> Iterator[tuple[Path, dict]]:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
+
+from dayzero import atomic
 
 MASK = "***"
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL)", re.I)
@@ -72,3 +75,14 @@ def redact_tree(value, secrets: Iterable[str] = ()):
     if isinstance(value, list | tuple):
         return [redact_tree(v, secrets) for v in value]
     return value
+
+
+def redact_file(path: Path, secrets: Iterable[str] = ()) -> None:
+    """Rewrite a file copied into reports/ (a server log may echo its environment) with secrets masked."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return
+    masked = redact(text, secrets)
+    if masked != text:
+        atomic.write_text(path, masked)

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from dayzero.report import allure_build, allure_cell, allure_env, nightly, plots
+from dayzero.spec.matrix import Hardware
 
 
 def test_line_chart_is_valid_svg_with_one_line_per_series():
@@ -31,10 +32,12 @@ def test_every_point_lies_inside_the_plot_area():
         assert plots.MARGIN_LEFT <= float(c.get("cx")) <= plots.WIDTH - plots.MARGIN_RIGHT
 
 
-def test_cdf_reaches_one_and_chart_handles_no_data():
-    assert plots.cdf([30, 10, 20]) == ((10, 1 / 3), (20, 2 / 3), (30, 1.0))
+def test_latency_chart_draws_one_line_per_run_and_kind_and_handles_no_data():
     svg = plots.latency_cdf_chart(
-        {"c1": {"ttft": [12.0, 15.5, 13.1], "e2e": []}, "c4": {"ttft": [1], "e2e": [9]}}
+        {
+            "c1": {"ttft": [(12.0, 0.5), (15.5, 0.9), (16.1, 0.99)], "e2e": []},
+            "c4": {"ttft": [(1, 0.5)], "e2e": [(9, 0.5)]},
+        }
     )
     root = ET.fromstring(svg)
     lines = root.findall("{http://www.w3.org/2000/svg}polyline")
@@ -43,8 +46,57 @@ def test_cdf_reaches_one_and_chart_handles_no_data():
         ("c4 ttft", True),
         ("c4 e2e", False),
     ]
+    assert len(lines[0].get("points").split()) == 3
     assert lines[1].get("stroke") == lines[2].get("stroke") != lines[0].get("stroke")
     assert "no data" in plots.latency_cdf_chart({})
+
+
+def _floor_check(name, workload, concurrency, summaries):
+    return {
+        "name": name,
+        "kind": "performance",
+        "verdict": "passed",
+        "message": "",
+        "details": {"workload": workload, "concurrency": concurrency, "summaries": summaries},
+    }
+
+
+def test_latencies_come_from_the_checks_summaries_not_from_records():
+    """The report reads the quantiles performance.summarize computed; no records file is opened."""
+    rep = [
+        {"median_ttft_ms": 10.0, "p90_ttft_ms": 20.0, "p99_ttft_ms": 30.0, "median_e2e_latency_ms": 100.0},
+        {"median_ttft_ms": 12.0, "p90_ttft_ms": 22.0, "p99_ttft_ms": None, "median_e2e_latency_ms": 140.0},
+    ]
+    doc = {
+        "records": ["runs/x/no-such-file/records/perf-default-c4-r0.json"],
+        "checks": [
+            _floor_check("floor:output_throughput@default/c4", "default", 4, rep),
+            _floor_check("floor:median_ttft_ms@default/c4", "default", 4, rep[:1]),
+            {"name": "probe:a", "kind": "correctness", "verdict": "passed", "message": ""},
+        ],
+    }
+    assert allure_cell.latencies(doc) == {
+        "default-c4": {"ttft": [(11.0, 0.5), (21.0, 0.9), (30.0, 0.99)], "e2e": [(120.0, 0.5)]}
+    }
+
+
+def test_environment_facts_take_the_driver_from_the_evidence():
+    class Ctx:
+        class matrix:  # noqa: N801 - a stand-in for the Matrix attribute
+            hardware = {"cpu": Hardware("cpu", "any", None, 1, "nproc")}
+
+    doc = {
+        "hardware": "cpu",
+        "engine": {"name": "llama.cpp", "version": "1"},
+        "run": {"controller": "c", "harness_version": "0"},
+        "hosts": [
+            {"name": "a", "facts": {"driver_version": "none (cpu)"}},
+            {"name": "old", "facts": {}},  # evidence written before preflight read the driver
+            {"name": "vendor"},
+        ],
+    }
+    hosts = allure_cell.environment_facts(Ctx, doc)["hosts"]
+    assert [h.get("driver") for h in hosts] == ["none (cpu)", "unknown", None]
 
 
 @pytest.mark.parametrize(("lo", "hi"), [(0, 76.574), (0, 1), (0, 0), (3, 3), (0, 1234.5), (0.001, 0.0042)])

@@ -1,9 +1,10 @@
 """One cell's story in Allure: labels, parameters, links, category and attachments.
 
-The plugin calls `label_cell` when a cell starts and `label_failure` when it ends; `cellrun`
+The plugin calls `label_cell` when a cell starts and `label_failure` when it ends; `run.cell`
 calls `attach_story` once the evidence is written, on every exit path. Everything attached is
-derived from the evidence and the files it names, and passes through `dayzero.redact` first:
-the evidence is the record, the Allure result is a view of it.
+derived from the evidence and the files it names (never from a lab host, never recomputed from
+raw records), and passes through `dayzero.redact` first: the evidence is the record, the Allure
+result is a view of it.
 
 History: the lab host, the xdist worker, the run id and the engine version are parameters
 marked `excluded`, so Allure's history id (and therefore its trends) follows the cell, not the
@@ -16,11 +17,13 @@ import difflib
 import json
 import logging
 import os
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
 import allure
 
+from dayzero.lab.preflight import UNKNOWN
 from dayzero.redact import redact
 from dayzero.report import plots
 from dayzero.run import records
@@ -39,16 +42,6 @@ INFRASTRUCTURE, CORRECTNESS, PERFORMANCE, REGRESSION = (
 )
 # Where `dayzero report` puts the HTML report: evidence links are relative to it.
 REPORT_DIR = "allure-report"
-
-# Driver version per device tool (the tool named in the hardware catalogue); best effort.
-DRIVER_QUERIES = {
-    "nvidia-smi": "nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1",
-    "amd-smi": "amd-smi version 2>&1 | head -1",
-    "rocm-smi": "rocm-smi --showdriverversion 2>&1 | grep -i version | head -1",
-    "neuron-ls": "cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | head -1",
-    "nproc": "echo cpu; uname -sr",
-}
-_drivers: dict[str, str] = {}
 
 
 def label_cell(cell: Cell, card: ModelCard) -> None:
@@ -81,20 +74,9 @@ def label_failure(category: str) -> None:
     allure.dynamic.label(CATEGORY_LABEL, category)
 
 
-def _driver(ctx, host_name: str, tool: str) -> str:
-    if host_name in _drivers:
-        return _drivers[host_name]
-    query = DRIVER_QUERIES.get(tool, "uname -sr")
-    try:
-        result = ctx.transport(ctx.inventory.host(host_name)).run(query, timeout=30)
-        value = " ".join(result.stdout.split())[:200] if result.ok else "unknown"
-    except Exception:  # noqa: BLE001 - a fact we could not read is "unknown", never a failure
-        value = "unknown"
-    _drivers[host_name] = value or "unknown"
-    return _drivers[host_name]
-
-
 def environment_facts(ctx, doc: dict) -> dict:
+    """Engine, hardware and hosts as the evidence recorded them; the driver version is the one
+    preflight read (`unknown` in evidence written before preflight read it)."""
     hardware = ctx.matrix.hardware.get(doc["hardware"])
     tool = hardware.device_query if hardware else ""
     return {
@@ -106,7 +88,7 @@ def environment_facts(ctx, doc: dict) -> dict:
             "device_tool": tool,
         },
         "hosts": [
-            {**h, "driver": _driver(ctx, h["name"], tool)} if h.get("facts") is not None else h
+            {**h, "driver": h["facts"].get("driver_version") or UNKNOWN} if h.get("facts") is not None else h
             for h in doc["hosts"]
         ],
         "controller": doc["run"]["controller"],
@@ -168,21 +150,33 @@ def throughput_points(doc: dict) -> list[tuple[str, float, float]]:
     return points
 
 
-def latencies(reports_dir: Path, doc: dict) -> dict[str, dict[str, list[float]]]:
-    """Load run -> TTFT and end-to-end latency (ms) per request, repetitions pooled."""
-    out: dict[str, dict[str, list[float]]] = {}
-    for rel in doc.get("records", []):
-        tag = records.load_label(Path(rel).stem)
-        if tag is None:
+LATENCY_QUANTILES = (("median", 0.5), ("p90", 0.9), ("p99", 0.99))
+LATENCY_KINDS = (("ttft", "ttft_ms"), ("e2e", "e2e_latency_ms"))
+
+
+def _quantiles(summaries: list[dict], metric: str) -> list[tuple[float, float]]:
+    """(ms, share of requests) per quantile: the median over repetitions of each."""
+    out = []
+    for stat, share in LATENCY_QUANTILES:
+        values = [s[f"{stat}_{metric}"] for s in summaries if s.get(f"{stat}_{metric}") is not None]
+        if values:
+            out.append((statistics.median(values), share))
+    return out
+
+
+def latencies(doc: dict) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Load run -> TTFT and end-to-end latency quantiles, from the summaries `checks.performance`
+    computed and the floor checks carry in their details."""
+    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for c in doc["checks"]:
+        details = c.get("details") or {}
+        summaries = details.get("summaries") or []
+        if c["kind"] != "performance" or not summaries or "concurrency" not in details:
             continue
-        try:
-            answer = json.loads((reports_dir / rel).read_text()).get("records", [])
-        except (OSError, ValueError, AttributeError):
-            continue
-        done = [r for r in answer if r.get("send") and r.get("end") and not r.get("error")]
-        run = out.setdefault(tag, {"ttft": [], "e2e": []})
-        run["ttft"].extend((r["first"] - r["send"]) * 1000 for r in done if r.get("first"))
-        run["e2e"].extend((r["end"] - r["send"]) * 1000 for r in done)
+        label = records.load_label(Path(details["records"][0]).stem) if details.get("records") else None
+        run = label or f"{details.get('workload', 'default')}-c{details['concurrency']}"
+        if run not in out:  # floors on one measurement share its summaries
+            out[run] = {kind: _quantiles(summaries, metric) for kind, metric in LATENCY_KINDS}
     return out
 
 
@@ -238,17 +232,6 @@ def _attach_story(ctx, doc: dict, evidence_path: Path | None) -> None:
         allure.attach(
             plots.throughput_chart(points), "throughput versus concurrency", allure.attachment_type.SVG
         )
-    lat = latencies(reports_dir, doc)
+    lat = latencies(doc)
     if any(v for kinds in lat.values() for v in kinds.values()):
         allure.attach(plots.latency_cdf_chart(lat), "latency CDF", allure.attachment_type.SVG)
-
-
-def redact_file(path: Path, secrets) -> None:
-    """Rewrite a file copied into reports/ (a server log may echo its environment) with secrets masked."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return
-    masked = redact(text, secrets)
-    if masked != text:
-        path.write_text(masked)

@@ -1,4 +1,4 @@
-"""Small SVG charts for Allure attachments: throughput versus concurrency, latency CDFs.
+"""Small SVG charts for Allure attachments: throughput versus concurrency, latency quantiles.
 
 Our own ~100 lines instead of matplotlib: the charts are two kinds of line plot, SVG is text
 (so it can be redacted, diffed and embedded in a single-file report), and the harness stays
@@ -21,7 +21,6 @@ COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4
 class Series:
     name: str
     points: tuple[tuple[float, float], ...]
-    step: bool = False  # draw as a step function (CDFs)
     colour: int | None = None  # index into COLOURS; default: the series' position
     dashed: bool = False
 
@@ -96,24 +95,12 @@ def line_chart(series: Sequence[Series], title: str, x_label: str, y_label: str)
         colour = COLOURS[(i if s.colour is None else s.colour) % len(COLOURS)]
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         pts = sorted(s.points)
-        if s.step:
-            stepped = []
-            for j, (x, y) in enumerate(pts):
-                if j:
-                    stepped.append((x, pts[j - 1][1]))
-                stepped.append((x, y))
-            pts_draw = stepped
-        else:
-            pts_draw = pts
-        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts_draw)
+        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
         parts.append(
             f'<polyline class="series" data-name="{esc(s.name)}" fill="none" stroke="{colour}" '
             f'stroke-width="2"{dash} points="{path}"/>'
         )
-        if not s.step:
-            parts.extend(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{colour}"/>' for x, y in pts
-            )
+        parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{colour}"/>' for x, y in pts)
         ly = MARGIN_TOP + 8 + 18 * i
         parts.append(
             f'<line x1="{right + 12}" y1="{ly - 4}" x2="{right + 28}" y2="{ly - 4}" stroke="{colour}" '
@@ -121,13 +108,6 @@ def line_chart(series: Sequence[Series], title: str, x_label: str, y_label: str)
         )
     parts.append("</svg>")
     return "\n".join(parts)
-
-
-def cdf(values: Sequence[float]) -> tuple[tuple[float, float], ...]:
-    """Empirical CDF points (value, share of requests at or below it)."""
-    ordered = sorted(values)
-    n = len(ordered)
-    return tuple((v, (i + 1) / n) for i, v in enumerate(ordered))
 
 
 def throughput_chart(points: Sequence[tuple[str, float, float]]) -> str:
@@ -139,13 +119,16 @@ def throughput_chart(points: Sequence[tuple[str, float, float]]) -> str:
     return line_chart(series, "Throughput versus concurrency", "concurrency", "tokens/s")
 
 
-def latency_cdf_chart(latencies: dict[str, dict[str, Sequence[float]]]) -> str:
-    """Load run -> {"ttft": ms, "e2e": ms} -> one colour per run, TTFT dashed, end-to-end solid."""
+def latency_cdf_chart(quantiles: dict[str, dict[str, Sequence[tuple[float, float]]]]) -> str:
+    """Load run -> {"ttft": [(ms, share)], "e2e": [...]} -> one colour per run, TTFT dashed.
+
+    The points are the quantiles the evidence keeps (median, p90, p99), so the curve is the
+    CDF through them, not every request."""
     series = []
-    for i, (run, kinds) in enumerate(latencies.items()):
-        for kind, values in kinds.items():
-            if values:
-                series.append(
-                    Series(f"{run} {kind}", cdf(values), step=True, colour=i, dashed=kind == "ttft")
-                )
-    return line_chart(series, "Latency CDF (TTFT dashed, end-to-end solid)", "ms", "share of requests")
+    for i, (run, kinds) in enumerate(quantiles.items()):
+        for kind, points in kinds.items():
+            if points:
+                series.append(Series(f"{run} {kind}", tuple(points), colour=i, dashed=kind == "ttft"))
+    return line_chart(
+        series, "Latency CDF at p50/p90/p99 (TTFT dashed, end-to-end solid)", "ms", "share of requests"
+    )

@@ -19,8 +19,9 @@ from pathlib import Path
 from dayzero import __version__, evidence
 from dayzero.checks.accuracy import load_eval
 from dayzero.checks.correctness import check_golden, check_probe
+from dayzero.lab.lease import Lease
+from dayzero.lab.preflight import HostFacts
 from dayzero.run import plan, records
-from dayzero.run.cell import launches_json
 from dayzero.run.phases import Endpoint, run_all
 from dayzero.spec.goldens import load_golden
 from dayzero.spec.inventory import Host
@@ -198,7 +199,7 @@ def known_answers(card, suites: Path) -> dict[str, str]:
 def run_cell(
     matrix: Matrix, cell: Cell, reports: Path, goldens: Path, run_id: str, start: float, itl_s: float = ITL_S
 ) -> Path:
-    """Write one cell's raw records, log and evidence under `reports`, as cellrun would."""
+    """Write one cell's raw records, log and evidence under `reports`, as run.cell would."""
     card = matrix.card(cell)
     golden = load_golden(goldens, cell.id)
     suites = suites_dir(goldens, matrix.root)
@@ -230,18 +231,16 @@ def run_cell(
     recipe = render(matrix, cell, [HOST])
     log = f"{records.logs_folder(run_id, cell.id)}/local-server-0.log"
     (reports / log).parent.mkdir(parents=True, exist_ok=True)
-    launch = launches_json(recipe, ())[0]["command"]
+    launch = evidence.launches_json(recipe, ())[0]["command"]
     (reports / log).write_text(server_log(launch, client.served, start - 1.0))
-    doc = {
-        "schema_version": 1,
-        "cell": cell.id,
-        "model": cell.model,
-        "hardware": cell.hardware,
-        "mode": cell.mode,
-        "strategy": cell.strategy,
-        "options": list(cell.options),
-        "source": "dayzero",
-        "run": {
+    facts = HostFacts(HOST.name, True, cpus=2, engine_versions={card.engine.name: ENGINE_VERSION})
+    doc = evidence.build(
+        cell,
+        checks,
+        [Lease(HOST, 0, run_id, f"{HOST.workdir}/leases/slot-0")],
+        {HOST.name: facts},
+        held={"acquired": iso(start - 1), "released": iso(client.clock + 1)},
+        run={
             "id": run_id,
             "started": iso(start - 1),
             "finished": iso(client.clock + 1),
@@ -250,27 +249,14 @@ def run_cell(
             "worker": "master",
             "harness_version": __version__,
         },
-        "recipe": {"digest": recipe.digest, "launches": launches_json(recipe, ())},
-        "engine": {"name": card.engine.name, "version": ENGINE_VERSION},
-        "hosts": [
-            {
-                "name": HOST.name,
-                "hardware": HOST.hardware,
-                "accelerators": HOST.accelerators,
-                "facts": {
-                    "reachable": True,
-                    "cpus": 2,
-                    "engine_versions": {card.engine.name: ENGINE_VERSION},
-                },
-            }
-        ],
-        "checks": [c.to_json() for c in checks],
-        "records": sorted(
+        recipe=recipe,
+        engine={"name": card.engine.name, "version": ENGINE_VERSION},
+        records=[
             str(p.relative_to(reports)) for p in (reports / records.folder(run_id, cell.id)).glob("*.json")
-        ),
-        "logs": [log],
-        "verdict": "passed" if all(c.passed for c in checks) else "failed",
-    }
+        ],
+        logs=[log],
+        verdict="passed" if all(c.passed for c in checks) else "failed",
+    )
     return evidence.write(reports, doc)
 
 

@@ -1,0 +1,163 @@
+"""The host pool: lease healthy hosts for a cell, preflight them, swap out and quarantine the unfit.
+
+A strategy step in labgrid's sense: a cell asks for N hosts of its hardware and gets leases on
+N hosts that passed preflight just now, or an `InfrastructureError` naming every quarantined
+host and why. A host that fails preflight is quarantined for the rest of the run (a file under
+the run's folder, so every xdist worker of the run skips it) and another host is tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dayzero.clock import now_iso
+from dayzero.errors import InfrastructureError
+from dayzero.lab.lease import DEFAULT_TTL, Lease, LeaseKeeper, acquire_all, release
+from dayzero.lab.preflight import HostFacts, gather
+from dayzero.lab.transport import Transport, open_transport
+from dayzero.spec.inventory import Host, Inventory
+from dayzero.spec.matrix import Hardware
+
+
+class NoHost(Exception):  # noqa: N818 - a reason to skip, not an error
+    """No host of the inventory has the cell's hardware: the cell is skipped, not failed."""
+
+
+@dataclass
+class Held:
+    """Hosts one cell holds: the leases, the keeper touching them, and when they were held
+    (evidence keeps the times: an audit of who had a host when, across workers and runs)."""
+
+    leases: list[Lease]
+    keeper: LeaseKeeper
+    acquired: str
+    released: str = ""
+
+    @property
+    def hosts(self) -> list[Host]:
+        return [lease.host for lease in self.leases]
+
+    @property
+    def times(self) -> dict[str, str]:
+        return {"acquired": self.acquired, **({"released": self.released} if self.released else {})}
+
+
+@dataclass
+class HostPool:
+    inventory: Inventory
+    quarantine_dir: Path
+    run_id: str
+    worker: str = "master"
+    lease_wait: float = 1800.0
+    ttl: int = DEFAULT_TTL
+    say: Callable[[str], None] = print
+    transports: dict[str, Transport] = field(default_factory=dict)
+    facts: dict[str, HostFacts] = field(default_factory=dict)  # "<host>:<engine>" -> last preflight
+
+    def transport(self, host: Host) -> Transport:
+        if host.name not in self.transports:
+            self.transports[host.name] = open_transport(host, self.inventory)
+        return self.transports[host.name]
+
+    def close(self) -> None:
+        for t in self.transports.values():
+            t.close()
+        self.transports.clear()
+
+    # -- quarantine ------------------------------------------------------------------------
+
+    def quarantine(self, host: Host, reason: str) -> None:
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        (self.quarantine_dir / f"{host.name}.txt").write_text(reason + "\n")
+        self.say(f"quarantined {host.name} for the rest of run {self.run_id}: {reason}")
+
+    def quarantined(self) -> dict[str, str]:
+        if not self.quarantine_dir.is_dir():
+            return {}
+        return {p.stem: p.read_text().strip() for p in sorted(self.quarantine_dir.glob("*.txt"))}
+
+    # -- preflight -------------------------------------------------------------------------
+
+    def candidates(self, hardware: str) -> tuple[Host, ...]:
+        hosts = self.inventory.for_hardware(hardware)
+        if not hosts:
+            raise NoHost(f"no host with hardware {hardware!r} in inventory {self.inventory.path}")
+        return hosts
+
+    def preflight(self, host: Host, hardware: Hardware, engine: str, version_command: str = "") -> HostFacts:
+        """Facts of a host for one engine, gathered before every use: the previous cell may not
+        have released its accelerator memory, a disk may have filled up."""
+        engines = {engine: version_command} if version_command else {}
+        facts = gather(self.transport(host), hardware, engines, self.inventory.secrets)
+        self.facts[f"{host.name}:{engine}"] = facts
+        return facts
+
+    def facts_of(self, host: Host, engine: str) -> HostFacts | None:
+        return self.facts.get(f"{host.name}:{engine}")
+
+    # -- lease -----------------------------------------------------------------------------
+
+    def acquire(
+        self, cell_id: str, hardware: Hardware, needed: int, engine: str, version_command: str = ""
+    ) -> Held:
+        """Lease `needed` hosts, preflight them, and swap out any that fail until none are left.
+
+        The keeper of the returned hosts is already touching the leases; `release` stops it.
+        """
+        candidates = self.candidates(hardware.name)
+        while True:
+            leases = acquire_all(
+                candidates,
+                needed,
+                self.transport,
+                run_id=self.run_id,
+                cell_id=cell_id,
+                worker=self.worker,
+                wait=self.lease_wait,
+                on_wait=self.say,
+                skip=lambda h: h.name in self.quarantined(),
+                ttl=int(self.ttl),
+            )
+            held = Held(leases, LeaseKeeper(leases, self.transport).__enter__(), acquired="")
+            try:
+                unfit = [
+                    (lease.host, facts)
+                    for lease in leases
+                    if not (facts := self.preflight(lease.host, hardware, engine, version_command)).healthy
+                ]
+            except BaseException:
+                self._let_go(held)
+                raise
+            if not unfit:
+                held.acquired = now_iso("milliseconds")
+                return held
+            self._let_go(held)
+            for host, facts in unfit:
+                self.quarantine(host, "; ".join(facts.problems))
+            left = [h for h in candidates if h.name not in self.quarantined()]
+            if len(left) < needed:
+                details = " | ".join(f"{name}: {why}" for name, why in self.quarantined().items())
+                raise InfrastructureError(
+                    f"{cell_id}: needs {needed} healthy {hardware.name} host(s), {len(left)} left after "
+                    f"preflight; quarantined: {details}"
+                )
+
+    def _let_go(self, held: Held) -> None:
+        held.keeper.stop()
+        for lease in held.leases:
+            release(self.transport(lease.host), lease)
+
+    def release(self, held: Held | None) -> None:
+        """Stop touching and remove the leases; never raises for a host that cannot be reached
+        (its lease goes stale after the ttl)."""
+        if held is None:
+            return
+        held.keeper.stop()
+        held.released = now_iso("milliseconds")  # a moment before the leases are let go
+        for lease in held.leases:
+            try:
+                release(self.transport(lease.host), lease)
+            except InfrastructureError as exc:
+                self.say(f"could not release lease on {lease.host.name}: {exc}")
