@@ -327,3 +327,28 @@ def test_two_concurrent_runs_never_share_a_host(lab, quick_matrix, tmp_path):
     spans = sorted(window(d) for r in runs for d in evidence(r))
     assert len(spans) == 4
     assert all(spans[i][1] <= spans[i + 1][0] for i in range(3)), f"overlapping cells on lab1: {spans}"
+
+
+def test_ssh_config_alias_as_address_binds_and_serves_on_its_hostname(lab, tmp_path):
+    """An inventory `address` that is an ssh_config alias is for ssh only: the engine binds to,
+    and the client reaches, the alias's HostName (it used to bind to the alias and fail)."""
+    mdir = tmp_path / "matrix"
+    card = fake_card(["python3", "-m", "http.server", "{port}", "--bind", "{bind}"], port=18610, health="/")
+    write_yaml(mdir / "models" / "fake.yaml", card)
+    shutil.copy(REPO / "matrix" / "hardware.yaml", mdir / "hardware.yaml")
+    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab2"})
+    data = yaml.safe_load(inv.read_text())
+    real = data["hosts"]["lab2"]["address"]
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host dz-lab2\n  HostName {real}\n")
+    data["hosts"]["lab2"]["address"] = "dz-lab2"
+    data["ssh_config"] = str(config)
+    inv.write_text(yaml.safe_dump(data))
+    ctx = _context(mdir, inv, tmp_path / "reports", lambda m: None, ready_deadline=30, goldens=tmp_path / "g")
+    try:
+        outcome = run_cell(ctx, ctx.matrix.cells[0])
+    finally:
+        ctx.close()
+    assert outcome.verdict == "passed", outcome.error
+    doc = json.loads(outcome.evidence_path.read_text())
+    assert doc["recipe"]["launches"][0]["host"] == "lab2" and real in doc["recipe"]["launches"][0]["command"]

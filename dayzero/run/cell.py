@@ -15,7 +15,7 @@ import json
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.lab.deploy import Deployment, run_client
 from dayzero.lab.pool import Held, HostPool, NoHost
 from dayzero.lab.preflight import HostFacts
-from dayzero.lab.transport import Transport
+from dayzero.lab.transport import Transport, network_address
 from dayzero.redact import redact, redact_file
 from dayzero.report.allure_cell import attach_story
 from dayzero.run import plan, records
@@ -140,7 +140,8 @@ def lease(ctx: RunContext, cell: Cell, run: CellRun) -> Held:
 
 def render_recipe(ctx: RunContext, cell: Cell, held: Held) -> Recipe:
     """The cell's commands for the held hosts; a lease slot shifts the ports so cells can share a host."""
-    recipe = render(ctx.matrix, cell, held.hosts, port_offset=10 * max(lease.slot for lease in held.leases))
+    hosts = [replace(h, address=network_address(h, ctx.inventory)) for h in held.hosts]
+    recipe = render(ctx.matrix, cell, hosts, port_offset=10 * max(lease.slot for lease in held.leases))
     allure.attach(
         "\n".join(
             f"# {lc.role}[{lc.rank}] on {lc.host}\n{redact(lc.shell, ctx.inventory.secrets)}"

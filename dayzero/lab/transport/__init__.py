@@ -5,7 +5,7 @@ from __future__ import annotations
 from dayzero.lab.transport.base import CommandResult, RemoteProcess, Transport
 from dayzero.spec.inventory import Host, Inventory
 
-__all__ = ["CommandResult", "RemoteProcess", "Transport", "open_transport"]
+__all__ = ["CommandResult", "RemoteProcess", "Transport", "network_address", "open_transport"]
 
 
 def open_transport(host: Host, inventory: Inventory | None = None) -> Transport:
@@ -16,3 +16,13 @@ def open_transport(host: Host, inventory: Inventory | None = None) -> Transport:
     from dayzero.lab.transport.ssh import SSHTransport
 
     return SSHTransport(host, inventory)
+
+
+def network_address(host: Host, inventory: Inventory | None = None) -> str:
+    """The address an engine binds to and clients reach: an inventory `address` may be an
+    `ssh_config` alias, which only ssh understands, so for ssh hosts its HostName is used."""
+    if host.transport == "local":
+        return host.address
+    from dayzero.lab.transport.ssh import resolve_endpoint
+
+    return resolve_endpoint(host, inventory).hostname
