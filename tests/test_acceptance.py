@@ -169,9 +169,42 @@ def test_latest_evidence_wins_and_a_rerun_clears_stale(tmp_path, matrix_dir):
     assert statuses(rows(matrix, reports, now=NOW))[LL_BASE] == "Verified"
 
 
-def test_published_status_is_shown_with_its_source_when_there_is_no_evidence(tmp_path, matrix_dir):
-    table = rows(load_matrix(matrix_dir), tmp_path / "empty", now=NOW)
-    row = next(r for r in table if r.cell.id == "kimi-k3.1-pro/b300/balanced/dflash")
-    assert (row.status, row.source) == ("Verified", "published")
-    row = next(r for r in table if r.cell.id == LL_BASE)
+def test_a_cell_only_published_as_verified_is_published_not_verified(tmp_path, matrix_dir):
+    """The cookbook's claim is shown as such, with its source; only evidence earns Verified."""
+    matrix = load_matrix(matrix_dir)
+    kimi = "kimi-k3.1-pro/b300/balanced/dflash"
+    md = write_acceptance(matrix, tmp_path / "empty", now=NOW)
+    row = next(r for r in rows(matrix, tmp_path / "empty", now=NOW) if r.cell.id == kimi)
+    assert row.status == "Published"
+    assert row.source == f"published: {matrix.card(row.cell).source}" and "docs.sglang.ai" in row.source
+    assert "no dayzero evidence" in row.detail
+    assert md_statuses(md)[kimi] == "Published" == html_statuses(md.with_suffix(".html"))[kimi]
+    assert "Verified" not in md_statuses(md).values()
+    row = next(r for r in rows(matrix, tmp_path / "empty", now=NOW) if r.cell.id == LL_BASE)
     assert (row.status, row.source) == ("Pending", "published")
+
+
+def golden_check(recipe_digest: str) -> dict:
+    provenance = {"recipe_digest": recipe_digest, "engine_version": ENGINE}
+    details = {"golden": "Paris", "golden_provenance": provenance}
+    return {
+        "name": "golden:capital",
+        "kind": "correctness",
+        "verdict": "passed",
+        "message": "ok",
+        "details": details,
+    }
+
+
+def test_a_golden_recorded_under_another_recipe_or_engine_is_flagged_in_the_detail(tmp_path, matrix_dir):
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    here, there = doc(matrix, LL_BASE), doc(matrix, HT_BASE)
+    evidence.write(reports, {**here, "checks": [golden_check("0123abcd")]})
+    evidence.write(reports, {**there, "checks": [golden_check(there["recipe"]["digest"])]})
+    table = {r.cell.id: r for r in rows(matrix, reports, now=NOW)}
+    assert table[LL_BASE].status == "Verified"  # a flag, not a verdict: the golden policy decides
+    flag = f"golden recorded under recipe 0123abcd, this run {here['recipe']['digest']}"
+    assert flag in table[LL_BASE].detail
+    assert "golden recorded" not in table[HT_BASE].detail
+    assert flag in write_acceptance(matrix, reports, now=NOW).read_text()

@@ -56,3 +56,44 @@ def test_probe_expectations_printable_and_repetition():
     assert repetition_ratio(looping) >= 0.25 and not check_probe(probe, looping, None).passed
     assert printable_ratio("\x00\x01\x02ab") < 0.85
     assert not check_probe(probe, "Paris\x00\x00\x00\x00\x00\x00", None).passed
+
+
+def test_golden_provenance_is_kept_and_another_recipe_or_engine_is_flagged_not_failed():
+    provenance = {"recipe_digest": "aaaa", "engine_version": "b100", "host": "h1"}
+    same = check_golden(
+        GoldenPolicy("exact"),
+        "capital",
+        SINGLE,
+        SINGLE,
+        provenance,
+        recipe_digest="aaaa",
+        engine_version="b100",
+    )
+    assert same.passed and same.details["golden_provenance"] == provenance
+    assert "provenance_differs" not in same.details
+    other = check_golden(
+        GoldenPolicy("exact"),
+        "capital",
+        SINGLE,
+        SINGLE,
+        provenance,
+        recipe_digest="bbbb",
+        engine_version="b200",
+    )
+    assert other.passed  # the policy decides what may differ; provenance is a flag
+    assert other.details["provenance_differs"] == [
+        "golden recorded under recipe aaaa, this run bbbb",
+        "golden recorded under engine b100, this run b200",
+    ]
+    assert "recipe aaaa, this run bbbb" in other.message
+    # an unknown engine version is never compared
+    unknown = check_golden(
+        GoldenPolicy("exact"),
+        "capital",
+        SINGLE,
+        SINGLE,
+        provenance,
+        recipe_digest="aaaa",
+        engine_version="unknown",
+    )
+    assert "provenance_differs" not in unknown.details

@@ -3,6 +3,10 @@
 Byte-exact goldens hold only where the engine serves one request at a time; batching changes
 greedy output (seen on llama.cpp with 4 slots), so a mode declares its policy: exact,
 first_n_tokens, similarity or contains.
+
+A golden keeps its provenance (recipe digest, engine version, where recorded); a run under
+another recipe or engine build is flagged in the golden check (`details.provenance_differs`) and
+in the acceptance detail, without changing the verdict: the policy decides what may differ.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from collections.abc import Mapping
 
 from dayzero.checks import FAILED, PASSED, CheckResult
 from dayzero.spec.card import GoldenPolicy, Probe
@@ -86,7 +91,36 @@ def compare(policy: GoldenPolicy, expected: str, actual: str) -> tuple[bool, str
     raise ValueError(f"unknown golden policy {policy.policy!r}")
 
 
-def check_golden(policy: GoldenPolicy, probe_id: str, expected: str | None, actual: str) -> CheckResult:
+UNKNOWN = ("", "unknown")
+
+
+def provenance_differs(recorded: Mapping | None, recipe_digest: str, engine_version: str) -> list[str]:
+    """How this run differs from the one its golden was recorded under (empty: the same, or
+    nothing known to compare). An unknown version or digest is never compared."""
+    recorded = recorded or {}
+    out = []
+    for key, label, here in (
+        ("recipe_digest", "recipe", recipe_digest),
+        ("engine_version", "engine", engine_version),
+    ):
+        then = str(recorded.get(key) or "")
+        if then not in UNKNOWN and here not in UNKNOWN and then != here:
+            out.append(f"golden recorded under {label} {then}, this run {here}")
+    return out
+
+
+def check_golden(
+    policy: GoldenPolicy,
+    probe_id: str,
+    expected: str | None,
+    actual: str,
+    provenance: Mapping | None = None,
+    *,
+    recipe_digest: str = "",
+    engine_version: str = "",
+) -> CheckResult:
+    """The output against its golden under the mode's policy; `provenance` (the golden's) is kept
+    in the details and compared with this run's recipe digest and engine version."""
     name = f"golden:{probe_id}"
     if expected is None:
         return CheckResult(
@@ -98,6 +132,12 @@ def check_golden(policy: GoldenPolicy, probe_id: str, expected: str | None, actu
             bound=policy.describe(),
         )
     ok, message = compare(policy, expected, actual)
+    details: dict = {"golden": expected}
+    if provenance is not None:
+        details["golden_provenance"] = dict(provenance)
+        if differs := provenance_differs(provenance, recipe_digest, engine_version):
+            details["provenance_differs"] = differs
+            message = f"{message} ({'; '.join(differs)})"
     return CheckResult(
         name,
         "correctness",
@@ -105,5 +145,5 @@ def check_golden(policy: GoldenPolicy, probe_id: str, expected: str | None, actu
         message,
         measured=actual,
         bound=policy.describe(),
-        details={"golden": expected},
+        details=details,
     )

@@ -3,11 +3,14 @@
 No status is typed by hand. The badges mean what the cookbook's mean:
 
 - **Verified**: the latest evidence passed, and is still current (date, engine version, link).
+  Only evidence earns it: a dayzero run here, or a vendor's submission the checker accepted.
 - **Failed** / **Broken**: the latest evidence failed (product) or broke (lab fault).
 - **Stale**: there is evidence, but it no longer vouches for the cell: the recipe digest changed
   since the run, the engine version changed since the run, or the run is older than the age
   window (`max_age_days`, default 30). A rerun turns it back into Verified or Failed.
-- **Pending**: no evidence here; the status published with the recipe is shown as its source.
+- **Published**: no evidence here, but the recipe's authors published the cell as verified (the
+  cookbook's claim); the source names where. Not Verified: nothing here has vouched for it.
+- **Pending**: no evidence here, and nothing published as verified.
 - **Unsupported**: the matrix rules the cell out, with the reason.
 - **Needs data**: no evidence, and the recipe cannot render: a value it needs is null in the
   matrix ("to confirm", e.g. accelerators per node), named in the detail.
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero import evidence
+from dayzero.checks.correctness import provenance_differs
 from dayzero.errors import ConfigError
 from dayzero.escape import escape
 from dayzero.redact import redact
@@ -37,7 +41,7 @@ from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import MissingValue, digest, hosts_needed, placeholder_hosts, render
 
 DEFAULT_MAX_AGE_DAYS = 30.0
-STATUSES = ("Verified", "Failed", "Broken", "Stale", "Pending", "Needs data", "Unsupported")
+STATUSES = ("Verified", "Failed", "Broken", "Stale", "Published", "Pending", "Needs data", "Unsupported")
 UNKNOWN = "unknown"
 FUTURE_SLACK_DAYS = 1 / 288  # five minutes of clock difference
 
@@ -115,6 +119,20 @@ def stale_reasons(
     return reasons
 
 
+def golden_flags(doc: dict) -> list[str]:
+    """Goldens this evidence was compared with that were recorded under another recipe digest or
+    engine version than the run's (recomputed from the evidence, so older evidence says it too)."""
+    flags: list[str] = []
+    for check in doc["checks"]:
+        provenance = (check.get("details") or {}).get("golden_provenance")
+        if not check["name"].startswith("golden:") or not isinstance(provenance, dict):
+            continue
+        for flag in provenance_differs(provenance, doc["recipe"]["digest"], doc["engine"]["version"]):
+            if flag not in flags:
+                flags.append(flag)
+    return flags
+
+
 def row_for(
     matrix: Matrix,
     cell: Cell,
@@ -133,9 +151,13 @@ def row_for(
             return Row(cell, "Needs data", f"{exc.path} is null (to confirm)", "matrix")
         except ConfigError:
             pass  # e.g. a secret not set where the table is built: launching is not this table's concern
-        status = "Verified" if cell.published == "verified" else "Pending"
-        detail = "published with the recipe; no evidence in this report" if status == "Verified" else ""
-        return Row(cell, status, detail, "published")
+        if cell.published == "verified":
+            source = matrix.card(cell).source
+            detail = (
+                "published as verified by the recipe's authors; no dayzero evidence or accepted submission"
+            )
+            return Row(cell, "Published", detail, f"published: {source}" if source else "published")
+        return Row(cell, "Pending", "", "published")
     path, doc = found
     when = doc["run"]["finished"][:10]
     engine = doc["engine"]["version"]
@@ -149,6 +171,7 @@ def row_for(
         status = "Broken" if doc["verdict"] == "broken" else "Failed"
         reason = ", ".join(failed) or next(iter((doc.get("error") or "").splitlines()), "")[:160]
         detail = f"{when}: {reason}"
+    flags = "".join(f"; {flag}" for flag in golden_flags(doc))
     reasons = stale_reasons(
         doc,
         digest(matrix.card(cell), cell),
@@ -157,8 +180,8 @@ def row_for(
         max_age_days,
     )
     if reasons:
-        return Row(cell, "Stale", f"{'; '.join(reasons)}; was {status} on {when}", source, path)
-    return Row(cell, status, detail, source, path)
+        return Row(cell, "Stale", f"{'; '.join(reasons)}; was {status} on {when}{flags}", source, path)
+    return Row(cell, status, detail + flags, source, path)
 
 
 def rows(
@@ -221,6 +244,7 @@ BADGE_COLOURS = {
     "Failed": "#b91c1c",
     "Broken": "#a16207",
     "Stale": "#7c3aed",
+    "Published": "#0369a1",
     "Pending": "#64748b",
     "Needs data": "#0e7490",
     "Unsupported": "#334155",

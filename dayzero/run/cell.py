@@ -181,13 +181,17 @@ def deploy(dep: Deployment) -> None:
         dep.wait_ready()
 
 
-def probe(ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool) -> list[CheckResult]:
+def probe(
+    ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool, version: str = "unknown"
+) -> list[CheckResult]:
     """Probe answers checked against the card's expectations and, unless recording, the goldens."""
     with allure.step("correctness: probes and goldens"):
-        return _probe(ctx, cell, dep, record_goldens)
+        return _probe(ctx, cell, dep, record_goldens, version)
 
 
-def _probe(ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool) -> list[CheckResult]:
+def _probe(
+    ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool, version: str
+) -> list[CheckResult]:
     probe_plan = plan.probes(ctx.matrix.card(cell), cell)
     if not probe_plan.probes:
         return []
@@ -208,7 +212,18 @@ def _probe(ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool) -
         return checks
     for p in probe_plan.probes:
         expected = golden.outputs.get(p.id) if golden else None
-        checks.append(check_golden(probe_plan.policy, p.id, expected, texts[p.id]))
+        provenance = golden.provenance if golden else None  # compared with this run's recipe and engine
+        checks.append(
+            check_golden(
+                probe_plan.policy,
+                p.id,
+                expected,
+                texts[p.id],
+                provenance,
+                recipe_digest=dep.recipe.digest,
+                engine_version=version,
+            )
+        )
     return checks
 
 
@@ -310,7 +325,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
         dep = deployment(ctx, cell, run.recipe, held)
         try:
             deploy(dep)
-            run.checks += probe(ctx, cell, dep, record_goldens)
+            run.checks += probe(ctx, cell, dep, record_goldens, run.version)
             if record_goldens:
                 record_golden(ctx, cell, run)
             else:

@@ -55,9 +55,18 @@ def probe_result(view: CellView, probe: Probe) -> CheckResult:
 
 
 def golden_result(view: CellView, probe: Probe) -> CheckResult:
+    """As the run compared it: the golden's provenance against the evidence's recipe and engine."""
     record = _probe_record(view, probe)
-    expected = view.golden.outputs.get(probe.id) if view.golden else None
-    return check_golden(view.probes.policy, probe.id, expected, record.get("text") or "")
+    golden = view.golden
+    return check_golden(
+        view.probes.policy,
+        probe.id,
+        golden.outputs.get(probe.id) if golden else None,
+        record.get("text") or "",
+        golden.provenance if golden else None,
+        recipe_digest=view.doc["recipe"]["digest"],
+        engine_version=view.doc["engine"]["version"],
+    )
 
 
 def measurement(view: CellView, floor: Floor) -> Measurement:

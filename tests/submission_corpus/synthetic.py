@@ -219,7 +219,19 @@ def run_cell(
     keep(probes.phase, probe_answer)
     by_id = {r["id"]: r for r in probe_answer["records"]}
     checks = [check_probe(p, by_id[p.id]["text"], None) for p in probes.probes]
-    checks += [check_golden(probes.policy, p.id, texts.get(p.id), by_id[p.id]["text"]) for p in probes.probes]
+    recipe = render(matrix, cell, [HOST])
+    checks += [
+        check_golden(
+            probes.policy,
+            p.id,
+            texts.get(p.id),
+            by_id[p.id]["text"],
+            golden.provenance if golden else None,  # as the run keeps it, compared with this recipe
+            recipe_digest=recipe.digest,
+            engine_version=ENGINE_VERSION,
+        )
+        for p in probes.probes
+    ]
     ep = Endpoint(
         url="http://127.0.0.1:18080",
         client=client,
@@ -228,7 +240,6 @@ def run_cell(
         step=lambda title: contextlib.nullcontext(),
     )
     run_all(card, cell, ep, HOST.accelerators, suites, into=checks)
-    recipe = render(matrix, cell, [HOST])
     log = f"{records.logs_folder(run_id, cell.id)}/local-server-0.log"
     (reports / log).parent.mkdir(parents=True, exist_ok=True)
     launch = evidence.launches_json(recipe, ())[0]["command"]
