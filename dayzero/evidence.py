@@ -22,6 +22,7 @@ from dayzero.redact import redact, redact_env, redact_tree
 from dayzero.spec import yamlfile
 from dayzero.spec.matrix import Cell
 from dayzero.spec.recipe import Recipe
+from dayzero.spec.shell import join
 
 EVIDENCE_DIR = "evidence"
 SCHEMA_VERSION = 1
@@ -51,6 +52,7 @@ def launches_json(recipe: Recipe, secrets: Iterable[str]) -> list[dict]:
             "port": lc.port,
             "command": redact(lc.command, secrets),
             "env": redact_env(lc.env),
+            **({"container": join(lc.container)} if lc.container else {}),  # the docker run prefix
         }
         for lc in recipe.launches
     ]

@@ -29,6 +29,7 @@ class Host:
     slots: int = 1
     python: str = "python3"
     vars: tuple[tuple[str, str], ...] = ()
+    container: str = "none"  # docker | podman: the engine runs in the card's image (dayzero.spec.container)
 
     @property
     def var(self) -> dict[str, str]:
@@ -101,6 +102,7 @@ def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Invent
                 slots=merged.get("slots", 1),
                 python=merged.get("python", "python3"),
                 vars=tuple(sorted(merged.get("vars", {}).items())),
+                container=merged.get("container", "none"),
             )
         )
     base = path.parent

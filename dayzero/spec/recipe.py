@@ -6,6 +6,11 @@ fills the placeholders from the leased hosts: `{host}`, `{bind}`, `{port}`, `{ra
 `{dist_init_addr}`, `{tp}`, `{weights}`, `{role.<name>.host}`, `{role.<name>.port}` and the
 host's `vars` over the card's `vars` (defaults, e.g. threads a host may lower).
 
+Containers: on a host whose inventory says `container: docker|podman`, each launch runs inside
+the card's per-hardware image (`dayzero.spec.container`): `Launch.container` is the `docker run`
+prefix, `Launch.argv` stays the engine's own argv (what `dayzero lint` parses) and
+`Launch.command` is the whole line. The image is part of the recipe digest.
+
 Secrets: a card marks an env value secret with `{secret_from_env: NAME}` (or writes
 `{secret.NAME}` in a value or arg). The template, and so the digest, keeps the placeholder; the
 value is read from the controller's environment at render time and registered with
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 
 from dayzero import redact
 from dayzero.errors import ConfigError
+from dayzero.spec import container
 from dayzero.spec.card import ModelCard
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell, Matrix
@@ -61,9 +67,16 @@ class Launch:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     endpoint: bool
+    container: tuple[str, ...] = ()  # `docker run ... <image>` around the engine argv, if any
 
     @property
     def command(self) -> str:
+        """The whole line that runs: the container prefix, if any, then the engine argv."""
+        return join((*self.container, *self.argv))
+
+    @property
+    def engine_command(self) -> str:
+        """The engine's own command (inside the container, if any)."""
         return join(self.argv)
 
     @property
@@ -174,6 +187,8 @@ def digest(card: ModelCard, cell: Cell) -> str:
         "vars": _vars(card, cell),
         "roles": [t.__dict__ for t in templates(card, cell)],
     }
+    if image := card.hardware[cell.hardware].image:  # a new image (tag or @sha256 digest) is a new recipe
+        payload["image"] = image
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:16]
 
 
@@ -225,6 +240,27 @@ def _tp(matrix: Matrix, cell: Cell, t: RoleTemplate, hosts: Sequence[Host]) -> s
     return ""
 
 
+def _container(matrix: Matrix, cell: Cell, host: Host, env_names: list[str], name: str) -> tuple[str, ...]:
+    """The `docker run` prefix when the host runs its engines in a container, else nothing."""
+    if host.container == "none":
+        return ()
+    card = matrix.card(cell)
+    try:
+        return container.wrap(
+            host.container,
+            vendor=matrix.hardware[cell.hardware].vendor,
+            accelerators=host.accelerators,
+            image=container.image_of(card, cell.hardware),
+            env_names=env_names,
+            model_root=host.var.get("model_root"),
+            name=f"dayzero-{name}",
+        )
+    except ValueError as exc:
+        raise ConfigError(
+            matrix.root / "hardware.yaml", f"hardware.{cell.hardware}.vendor", str(exc)
+        ) from None
+
+
 def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int = 0) -> Recipe:
     """Fill the cell's templates with concrete hosts (in role order; colocated roles share)."""
     card = matrix.card(cell)
@@ -263,6 +299,7 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
             values["bind"] = _substitute(card.engine.bind, values, "engine.bind", card)
             values["weights"] = _substitute(card.weights or "", values, "weights", card)
             where = f"modes.{cell.mode} ({t.role})"
+            env = tuple((k, _substitute(v, values, where, card)) for k, v in t.env)
             launches.append(
                 Launch(
                     role=t.role,
@@ -271,8 +308,11 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
                     address=host.address,
                     port=t.port + port_offset,
                     argv=tuple(_substitute(a, values, where, card) for a in t.argv),
-                    env=tuple((k, _substitute(v, values, where, card)) for k, v in t.env),
+                    env=env,
                     endpoint=t.endpoint and rank == 0,
+                    container=_container(
+                        matrix, cell, host, [k for k, _ in env], f"{t.role}-{rank}-{values['port']}"
+                    ),
                 )
             )
     return Recipe(cell.id, digest(card, cell), tuple(launches))

@@ -90,11 +90,22 @@ def template_pattern(arg: str) -> re.Pattern:
     return re.compile("".join(pieces), re.S)
 
 
-def launch_problem(template_argv, template_env, launch: dict) -> str:
-    """Why a launched command is not the template's ('' when every argument fits)."""
+def launch_problem(template_argv, template_env, launch: dict, image: str | None = None) -> str:
+    """Why a launched command is not the template's ('' when every argument fits); a container
+    prefix must run the card's image for the hardware."""
     command, env = launch.get("command"), launch.get("env") or {}
     if not isinstance(command, str) or not isinstance(env, dict):
         return "no command"
+    if wrapper := launch.get("container"):  # the docker run prefix; the engine argv follows it
+        if not isinstance(wrapper, str) or not command.startswith(f"{wrapper} "):
+            return f"the command does not start with its container prefix: {short(command, 200)}"
+        command = command[len(wrapper) + 1 :]
+        try:
+            ran = (shlex.split(wrapper) or [""])[-1]
+        except ValueError as exc:
+            return f"unparsable container prefix: {exc}"
+        if ran != image:
+            return f"the container runs image {short(ran, 80)}, the card has {image}"
     try:
         argv = shlex.split(command)
     except ValueError as exc:
@@ -132,7 +143,8 @@ def check_recipe_commands(s: Subject, ref: Reference) -> list[Finding]:
             continue
         for lc in launches:
             t = temps[lc["role"]]
-            if problem := launch_problem(t.argv, t.env, lc):
+            image = ref.matrix.card(cell).hardware[cell.hardware].image
+            if problem := launch_problem(t.argv, t.env, lc, image):
                 out.append(
                     Finding(
                         name,
