@@ -58,45 +58,38 @@ def timing_problem(r: dict) -> str:
     return ""
 
 
-def check_timestamps(s: Subject, ref: Reference) -> list[Finding]:
+def _per_record(s: Subject, ref: Reference, problem_of, requirement: str, expected) -> list[Finding]:
+    """One finding per records file whose completed records `problem_of` objects to (the count
+    and the first one); `expected` says what was required, given that first record."""
     out = []
     for view in views(s, ref):
         for rel, answer in sorted(view.answers.items()):
-            bad = [(r["id"], p) for r in _completed(answer["records"]) if (p := timing_problem(r))]
+            bad = [(r, p) for r in _completed(answer["records"]) if (p := problem_of(r))]
             if bad:
-                rid, problem = bad[0]
+                r, problem = bad[0]
                 out.append(
                     Finding(
                         rel,
-                        "antigaming.timestamps",
-                        f"{len(bad)} record(s), e.g. {short(rid, 40)}: {problem}",
-                        "consistent times",
+                        requirement,
+                        f"{len(bad)} record(s), e.g. {short(r['id'], 40)}: {problem}",
+                        expected(r),
                     )
                 )
     return out
+
+
+def check_timestamps(s: Subject, ref: Reference) -> list[Finding]:
+    return _per_record(s, ref, timing_problem, "antigaming.timestamps", lambda r: "consistent times")
 
 
 def check_max_tokens(s: Subject, ref: Reference) -> list[Finding]:
     """No request produced more tokens than it asked for."""
-    out = []
-    for view in views(s, ref):
-        for rel, answer in sorted(view.answers.items()):
-            over = [
-                r
-                for r in _completed(answer["records"])
-                if _num(r.get("max_tokens")) and output_tokens(r) > r["max_tokens"]
-            ]
-            if over:
-                r = over[0]
-                out.append(
-                    Finding(
-                        rel,
-                        "antigaming.tokens",
-                        f"{len(over)} record(s), e.g. {short(r['id'], 40)}: {output_tokens(r)} tokens",
-                        f"at most max_tokens {r['max_tokens']}",
-                    )
-                )
-    return out
+
+    def over(r: dict) -> str:
+        too_many = _num(r.get("max_tokens")) and output_tokens(r) > r["max_tokens"]
+        return f"{output_tokens(r)} tokens" if too_many else ""
+
+    return _per_record(s, ref, over, "antigaming.tokens", lambda r: f"at most max_tokens {r['max_tokens']}")
 
 
 def expected_requests(requests: list[dict]) -> list[tuple[str, int]]:
@@ -112,27 +105,15 @@ def expected_requests(requests: list[dict]) -> list[tuple[str, int]]:
 
 def check_streamed_tokens(s: Subject, ref: Reference) -> list[Finding]:
     """TEST06's floor: a content chunk carries at least one token, so never fewer tokens than chunks."""
-    out = []
-    for view in views(s, ref):
-        for rel, answer in sorted(view.answers.items()):
-            short_counted = [
-                r
-                for r in _completed(answer["records"])
-                if (r.get("usage") or {}).get("completion_tokens") is not None
-                and r["usage"]["completion_tokens"] < len(r.get("chunks") or ())
-            ]
-            if short_counted:
-                r = short_counted[0]
-                out.append(
-                    Finding(
-                        rel,
-                        "antigaming.tokens",
-                        f"{len(short_counted)} record(s), e.g. {short(r['id'], 40)}: "
-                        f"{r['usage']['completion_tokens']} tokens in {len(r['chunks'])} chunks",
-                        "at least one token per streamed chunk",
-                    )
-                )
-    return out
+
+    def undercounted(r: dict) -> str:
+        counted = (r.get("usage") or {}).get("completion_tokens")
+        chunks = len(r.get("chunks") or ())
+        return f"{counted} tokens in {chunks} chunks" if counted is not None and counted < chunks else ""
+
+    return _per_record(
+        s, ref, undercounted, "antigaming.tokens", lambda r: "at least one token per streamed chunk"
+    )
 
 
 def check_workload(s: Subject, ref: Reference) -> list[Finding]:
@@ -197,72 +178,58 @@ def check_concurrency(s: Subject, ref: Reference) -> list[Finding]:
     return out
 
 
+def _asked(view, plans):
+    """Each plan's kept answer beside what the plan asks: (plan, file, answer, got, wanted),
+    requests as (id, max_tokens) pairs; a phase without records is completeness's finding."""
+    for plan in plans:
+        try:
+            rel, answer = view.answer(plan.phase)
+        except Unrecomputable:
+            continue
+        got = sorted(((r["id"], r.get("max_tokens")) for r in answer["records"]), key=str)
+        yield plan, rel, answer, got, sorted(expected_requests(plan.requests()), key=str)
+
+
 def check_probe_requests(s: Subject, ref: Reference) -> list[Finding]:
     """Probes ran as the card wrote them: same ids, same max_tokens (more tokens would be easier)."""
     out = []
     for view in views(s, ref):
-        probes = view.probes
-        try:
-            rel, answer = view.answer(probes.phase)
-        except Unrecomputable:
-            continue
-        got = sorted((r["id"], r.get("max_tokens")) for r in answer["records"])
-        want = sorted(expected_requests(probes.requests()))
-        if got != want:
-            out.append(Finding(rel, "antigaming.probes", f"requests {short(got)}", f"the probes {want}"))
-        if (peak := max_in_flight(answer["records"])) > probes.concurrency:
-            out.append(
-                Finding(
-                    rel, "antigaming.concurrency", f"{peak} probes in flight", f"at most {probes.concurrency}"
+        for probes, rel, answer, got, want in _asked(view, [view.probes]):
+            if got != want:
+                out.append(Finding(rel, "antigaming.probes", f"requests {short(got)}", f"the probes {want}"))
+            if (peak := max_in_flight(answer["records"])) > probes.concurrency:
+                out.append(
+                    Finding(
+                        rel,
+                        "antigaming.concurrency",
+                        f"{peak} probes in flight",
+                        f"at most {probes.concurrency}",
+                    )
                 )
-            )
     return out
+
+
+def _other_requests(s: Subject, ref: Reference, plans_of, requirement: str, asked_for) -> list[Finding]:
+    return [
+        Finding(rel, requirement, f"{len(got)} requests {short(got[:2])}", f"{len(want)} {asked_for(plan)}")
+        for view in views(s, ref)
+        for plan, rel, _, got, want in _asked(view, plans_of(view))
+        if got != want
+    ]
 
 
 def check_accuracy_requests(s: Subject, ref: Reference) -> list[Finding]:
     """The accuracy gate asked the eval set's questions, each once, with the gate's max_tokens."""
-    out = []
-    for view in views(s, ref):
-        for a in view.gates:
-            try:
-                rel, answer = view.answer(a.phase)
-            except Unrecomputable:
-                continue
-            got = sorted((r["id"], r.get("max_tokens")) for r in answer["records"])
-            want = sorted(expected_requests(a.requests()))
-            if got != want:
-                out.append(
-                    Finding(
-                        rel,
-                        "antigaming.accuracy",
-                        f"{len(got)} requests {short(got[:2])}",
-                        f"{len(want)} questions of {a.gate.eval}",
-                    )
-                )
-    return out
+    return _other_requests(
+        s, ref, lambda v: v.gates, "antigaming.accuracy", lambda a: f"questions of {a.gate.eval}"
+    )
 
 
 def check_speculative_requests(s: Subject, ref: Reference) -> list[Finding]:
     """Acceptance was measured on the workload's own requests, as many as the rule asks."""
-    out = []
-    for view in views(s, ref):
-        for sp in view.speculative:
-            try:
-                rel, answer = view.answer(sp.phase)
-            except Unrecomputable:
-                continue
-            want = sorted(expected_requests(sp.requests()), key=str)
-            got = sorted(((r["id"], r.get("max_tokens")) for r in answer["records"]), key=str)
-            if got != want:
-                out.append(
-                    Finding(
-                        rel,
-                        "antigaming.workload",
-                        f"{len(got)} requests {short(got[:2])}",
-                        f"{len(want)} requests of {sp.workload.name}",
-                    )
-                )
-    return out
+    return _other_requests(
+        s, ref, lambda v: v.speculative, "antigaming.workload", lambda sp: f"requests of {sp.workload.name}"
+    )
 
 
 def _time(value: str) -> float | None:
