@@ -18,6 +18,8 @@ from dayzero import atomic
 MASK = "***"
 SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL)", re.I)
 ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=('[^']*'|\"[^\"]*\"|\S+)")
+# In a command, a value runs to the next separator: quoting that hides a quote stays covered.
+COMMAND_ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=[^;&|\n]*")
 
 
 def is_secret_name(name: str) -> bool:
@@ -31,10 +33,6 @@ def register(value: str) -> None:
     """Remember a secret value resolved in this process, so every later `redact` masks it."""
     if value and len(value) >= 4:
         _REGISTERED.add(value)
-
-
-def registered() -> frozenset[str]:
-    return frozenset(_REGISTERED)
 
 
 def _values(secrets: Iterable[str]) -> set[str]:
@@ -59,6 +57,13 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return ASSIGNMENT.sub(
         lambda m: f"{m.group(1)}={MASK}" if is_secret_name(m.group(1)) else m.group(0), text
     )
+
+
+def redact_command(command: str, limit: int = 160) -> str:
+    """A command for an error message, on one line: every `NAME=value` masked whatever its name
+    (commands carry `export ...` of recipe env), then known secrets as `redact` does."""
+    text = redact(COMMAND_ASSIGNMENT.sub(rf"\1={MASK}", command)).replace("\n", "; ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def redact_env(env: Iterable[tuple[str, str]]) -> dict[str, str]:

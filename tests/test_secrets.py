@@ -150,3 +150,11 @@ def test_a_whole_document_is_masked_string_by_string():
         "n": 3,
         "xs": [MASK, None],
     }
+
+
+def test_a_command_in_an_error_message_has_every_assignment_masked():
+    from dayzero.redact import redact_command
+
+    shown = redact_command("export MODE='a b'\"'\"'c'; run --n-predict=5 &&\nnext")
+    assert shown == f"export MODE={MASK}; run --n-predict={MASK}&&; next"
+    assert redact_command("x" * 200).endswith("...") and len(redact_command("x" * 200)) == 160

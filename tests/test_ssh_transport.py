@@ -324,7 +324,7 @@ def test_jump_host_reaches_the_hidden_host(inv):
     t = transport(inv, "lab3")
     assert t.run("echo $SSH_CONNECTION", timeout=30).stdout.split()[2] == "127.0.0.4"
     assert isinstance(t.connection.sock, paramiko.Channel)  # a direct-tcpip channel through lab1
-    assert t.endpoint.jump.hostname == "127.0.0.2"
+    assert t.target.jump.hostname == "127.0.0.2"
 
 
 def test_hidden_host_refuses_a_direct_connection(inv):
@@ -343,7 +343,7 @@ def test_ssh_config_alias_with_proxyjump(bed, inv, tmp_path):
     )
     inventory = dataclasses.replace(inv, ssh_config=config)
     t = SSHTransport(Host(name="hidden-alias", hardware="cpu", address="dz-hidden"), inventory)
-    assert (t.endpoint.hostname, t.endpoint.port, t.endpoint.jump.label) == ("127.0.0.4", port, "dz-front")
+    assert (t.target.hostname, t.target.port, t.target.jump.label) == ("127.0.0.4", port, "dz-front")
     assert t.run("echo $SSH_CONNECTION", timeout=30).stdout.split()[2] == "127.0.0.4"
 
 
@@ -358,7 +358,7 @@ def test_proxyjump_chain_of_two_hops(bed, inv, tmp_path):
     )
     inventory = dataclasses.replace(inv, ssh_config=config)
     t = SSHTransport(Host(name="chained", hardware="cpu", address="dz-hidden"), inventory)
-    assert (t.endpoint.jump.label, t.endpoint.jump.jump.label) == ("dz-front", "dz-mid")
+    assert (t.target.jump.label, t.target.jump.jump.label) == ("dz-front", "dz-mid")
     assert t.run("echo $SSH_CONNECTION", timeout=30).stdout.split()[2] == "127.0.0.4"
 
 

@@ -34,7 +34,6 @@ import io
 import logging
 import os
 import posixpath
-import re
 import select
 import shlex
 import socket
@@ -53,7 +52,7 @@ from paramiko.message import Message
 
 from dayzero.errors import CommandTimeout, ConfigError, HostKeyError, InfrastructureError
 from dayzero.lab.transport.base import CommandResult, Transport
-from dayzero.redact import redact as redact_secrets
+from dayzero.redact import redact_command
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.shell import quote
 
@@ -78,7 +77,7 @@ class NewHostKeyWarning(UserWarning):
 
 
 @dataclass(frozen=True)
-class Endpoint:
+class SshTarget:
     """One hop after ssh config is applied; frozen and hashable, so it keys the connection pool."""
 
     label: str
@@ -88,7 +87,7 @@ class Endpoint:
     identities: tuple[str, ...] = ()
     use_agent: bool = True
     host_key_alias: str | None = None
-    jump: Endpoint | None = None
+    jump: SshTarget | None = None
 
     @property
     def known_hosts_name(self) -> str:
@@ -140,7 +139,7 @@ def _ssh_config(inventory: Inventory | None) -> paramiko.SSHConfig:
         raise ConfigError(path, "", f"cannot parse ssh config: {exc}") from None
 
 
-def resolve_endpoint(host: Host, inventory: Inventory | None = None) -> Endpoint:
+def resolve_target(host: Host, inventory: Inventory | None = None) -> SshTarget:
     """Apply ssh config (HostName/User/Port/IdentityFile/ProxyJump) and the inventory's jumps."""
     return _Resolver(inventory, _ssh_config(inventory)).host(host, ())
 
@@ -150,11 +149,11 @@ class _Resolver:
     inventory: Inventory | None
     config: paramiko.SSHConfig
 
-    def host(self, host: Host, seen: tuple[str, ...]) -> Endpoint:
+    def host(self, host: Host, seen: tuple[str, ...]) -> SshTarget:
         opts = self.config.lookup(host.address)
         seen = self._check_loop(host.name, seen)
         identities = (host.identity,) if host.identity else tuple(opts.get("identityfile", ()))
-        return Endpoint(
+        return SshTarget(
             label=host.name,
             hostname=opts.get("hostname", host.address),
             port=host.port if host.port != 22 else int(opts.get("port", 22)),
@@ -165,12 +164,12 @@ class _Resolver:
             jump=self.jumps(host.jump or opts.get("proxyjump"), seen),
         )
 
-    def alias(self, spec: str, seen: tuple[str, ...]) -> Endpoint:
+    def alias(self, spec: str, seen: tuple[str, ...]) -> SshTarget:
         """A ProxyJump hop that is not an inventory host: `[user@]alias[:port]`."""
         user, name, port = _parse_hop(spec)
         opts = self.config.lookup(name)
         seen = self._check_loop(spec, seen)
-        return Endpoint(
+        return SshTarget(
             label=spec,
             hostname=opts.get("hostname", name),
             port=port or int(opts.get("port", 22)),
@@ -181,17 +180,17 @@ class _Resolver:
             jump=self.jumps(opts.get("proxyjump"), seen),
         )
 
-    def jumps(self, spec: str | None, seen: tuple[str, ...]) -> Endpoint | None:
+    def jumps(self, spec: str | None, seen: tuple[str, ...]) -> SshTarget | None:
         """`a,b` means: connect to a, from a to b, from b to the target (OpenSSH's ProxyJump)."""
         if not spec or spec.strip().lower() == "none":
             return None
         chain = None
         for hop in (h.strip() for h in spec.split(",")):
-            endpoint = self.hop(hop, seen)
-            chain = replace(endpoint, jump=chain) if chain is not None else endpoint
+            target = self.hop(hop, seen)
+            chain = replace(target, jump=chain) if chain is not None else target
         return chain
 
-    def hop(self, spec: str, seen: tuple[str, ...]) -> Endpoint:
+    def hop(self, spec: str, seen: tuple[str, ...]) -> SshTarget:
         if self.inventory is not None and any(h.name == spec for h in self.inventory.hosts):
             return self.host(self.inventory.host(spec), seen)
         return self.alias(spec, seen)
@@ -242,12 +241,12 @@ def _record_host_key(path: Path, name: str, key: paramiko.PKey, hashed: bool = F
             fh.write((("\n" if needs_newline else "") + line).encode())
 
 
-def _keyscan_hint(endpoint: Endpoint, trust: Trust) -> str:
+def _keyscan_hint(target: SshTarget, trust: Trust) -> str:
     """A command that runs as pasted: the scan (through the jump host with the inventory's ssh
     config, identity and known_hosts), appended to the file that vouches for host keys."""
-    port = f"-p {endpoint.port} " if endpoint.port != 22 else ""
-    scan = f"ssh-keyscan {'-H ' if trust.hashed else ''}{port}{shlex.quote(endpoint.hostname)}"
-    jump = endpoint.jump
+    port = f"-p {target.port} " if target.port != 22 else ""
+    scan = f"ssh-keyscan {'-H ' if trust.hashed else ''}{port}{shlex.quote(target.hostname)}"
+    jump = target.jump
     if jump is not None:
         options = [f"-F {shlex.quote(str(trust.ssh_config))}"] if trust.ssh_config else []
         options.append(f"-o UserKnownHostsFile={shlex.quote(str(trust.known_hosts))}")
@@ -259,25 +258,25 @@ def _keyscan_hint(endpoint: Endpoint, trust: Trust) -> str:
     return f"{scan} >> {shlex.quote(str(trust.known_hosts))}"
 
 
-def _hop(endpoint: Endpoint) -> str:
+def _hop(target: SshTarget) -> str:
     """`user@host:port` for `ssh -J`, outermost jump first."""
-    this = f"{endpoint.user}@{endpoint.hostname}:{endpoint.port}"
-    return f"{_hop(endpoint.jump)},{this}" if endpoint.jump is not None else this
+    this = f"{target.user}@{target.hostname}:{target.port}"
+    return f"{_hop(target.jump)},{this}" if target.jump is not None else this
 
 
 class _TrustPolicy(paramiko.MissingHostKeyPolicy):
     """Called by paramiko only for keys *absent* from known_hosts; a changed key never gets here."""
 
-    def __init__(self, endpoint: Endpoint, trust: Trust):
-        self.endpoint, self.trust = endpoint, trust
+    def __init__(self, target: SshTarget, trust: Trust):
+        self.target, self.trust = target, trust
 
     def missing_host_key(self, client, hostname, key):
-        where, path = self.endpoint.describe(), self.trust.known_hosts
+        where, path = self.target.describe(), self.trust.known_hosts
         if not self.trust.accept_new:
             raise HostKeyError(
                 f"{where}: unknown host key for {hostname} ({key.get_name()} {fingerprint(key)}): "
                 f"not in {path}, and strict host-key checking refuses unknown keys. After verifying "
-                f"the fingerprint, add it: {_keyscan_hint(self.endpoint, self.trust)} -- or set "
+                f"the fingerprint, add it: {_keyscan_hint(self.target, self.trust)} -- or set "
                 f"`accept_new_host_keys: true` in the inventory to trust and record new keys."
             )
         _record_host_key(path, hostname, key, hashed=self.trust.hashed)
@@ -289,16 +288,16 @@ class _TrustPolicy(paramiko.MissingHostKeyPolicy):
         warnings.warn(message, NewHostKeyWarning, stacklevel=2)
 
 
-def _changed_key_error(endpoint: Endpoint, trust: Trust, exc: paramiko.BadHostKeyException):
-    name, path = endpoint.known_hosts_name, trust.known_hosts
+def _changed_key_error(target: SshTarget, trust: Trust, exc: paramiko.BadHostKeyException):
+    name, path = target.known_hosts_name, trust.known_hosts
     return HostKeyError(
-        f"{endpoint.describe()}: HOST KEY CHANGED for {name}: the server offered "
+        f"{target.describe()}: HOST KEY CHANGED for {name}: the server offered "
         f"{exc.key.get_name()} {fingerprint(exc.key)}, but {path} records "
         f"{exc.expected_key.get_name()} {fingerprint(exc.expected_key)}. Someone may be intercepting "
         f"the connection, or the host was reinstalled; refusing to connect (accept_new_host_keys "
         f"never overrides a changed key). After verifying the new key out of band, remove the old "
         f"entry with: ssh-keygen -R '{name}' -f {path}  and add the new one: "
-        f"{_keyscan_hint(endpoint, trust)}"
+        f"{_keyscan_hint(target, trust)}"
     )
 
 
@@ -324,15 +323,15 @@ class _Connection:
 
 
 class _Pool:
-    """Connections of this process, keyed by (endpoint, trust); reconnects ones that died."""
+    """Connections of this process, keyed by (target, trust); reconnects ones that died."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._connections: dict[tuple[Endpoint, Trust], _Connection] = {}
-        self._key_locks: dict[tuple[Endpoint, Trust], threading.Lock] = {}
+        self._connections: dict[tuple[SshTarget, Trust], _Connection] = {}
+        self._key_locks: dict[tuple[SshTarget, Trust], threading.Lock] = {}
 
-    def get(self, endpoint: Endpoint, trust: Trust) -> _Connection:
-        key = (endpoint, trust)
+    def get(self, target: SshTarget, trust: Trust) -> _Connection:
+        key = (target, trust)
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:  # one handshake per host at a time; other hosts connect in parallel
@@ -340,9 +339,9 @@ class _Pool:
             if conn is not None and conn.active():
                 return conn
             if conn is not None:
-                log.info("%s: connection lost, reconnecting", endpoint.describe())
+                log.info("%s: connection lost, reconnecting", target.describe())
                 conn.client.close()
-            conn = _connect(endpoint, trust, self)
+            conn = _connect(target, trust, self)
             with self._lock:
                 self._connections.pop(key, None)
                 self._connections[key] = conn  # after its jumps, so close_all closes it first
@@ -372,45 +371,45 @@ def close_all() -> None:
     _POOL.close_all()
 
 
-def _tunnel(endpoint: Endpoint, trust: Trust, pool: _Pool) -> paramiko.Channel:
+def _tunnel(target: SshTarget, trust: Trust, pool: _Pool) -> paramiko.Channel:
     """A `direct-tcpip` channel from the jump host to the target: what OpenSSH's -J does."""
-    hop = pool.get(endpoint.jump, trust)
+    hop = pool.get(target.jump, trust)
     try:
         return hop.transport.open_channel(
-            "direct-tcpip", (endpoint.hostname, endpoint.port), ("127.0.0.1", 0), timeout=CONNECT_TIMEOUT_S
+            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=CONNECT_TIMEOUT_S
         )
     except (paramiko.SSHException, OSError, EOFError) as exc:
         raise InfrastructureError(
-            f"{endpoint.describe()}: jump host {endpoint.jump.label} could not open a tunnel to "
-            f"{endpoint.hostname}:{endpoint.port}: {exc or type(exc).__name__}"
+            f"{target.describe()}: jump host {target.jump.label} could not open a tunnel to "
+            f"{target.hostname}:{target.port}: {exc or type(exc).__name__}"
         ) from None
 
 
-def _client(endpoint: Endpoint, trust: Trust) -> paramiko.SSHClient:
+def _client(target: SshTarget, trust: Trust) -> paramiko.SSHClient:
     client = paramiko.SSHClient()
     if trust.known_hosts.exists():
         try:
             client.load_system_host_keys(str(trust.known_hosts))  # read-only: never saved back
         except (OSError, paramiko.SSHException) as exc:
             raise InfrastructureError(
-                f"{endpoint.describe()}: cannot read {trust.known_hosts}: {exc}"
+                f"{target.describe()}: cannot read {trust.known_hosts}: {exc}"
             ) from None
-    client.set_missing_host_key_policy(_TrustPolicy(endpoint, trust))
+    client.set_missing_host_key_policy(_TrustPolicy(target, trust))
     return client
 
 
-def _connect(endpoint: Endpoint, trust: Trust, pool: _Pool) -> _Connection:
-    sock = _tunnel(endpoint, trust, pool) if endpoint.jump is not None else None
-    client = _client(endpoint, trust)
-    where = endpoint.describe()
+def _connect(target: SshTarget, trust: Trust, pool: _Pool) -> _Connection:
+    sock = _tunnel(target, trust, pool) if target.jump is not None else None
+    client = _client(target, trust)
+    where = target.describe()
     try:
         client.connect(
-            endpoint.hostname,
-            endpoint.port,
-            username=endpoint.user,
-            key_filename=list(endpoint.identities) or None,
-            allow_agent=endpoint.use_agent,
-            look_for_keys=not endpoint.identities,
+            target.hostname,
+            target.port,
+            username=target.user,
+            key_filename=list(target.identities) or None,
+            allow_agent=target.use_agent,
+            look_for_keys=not target.identities,
             timeout=CONNECT_TIMEOUT_S,
             banner_timeout=CONNECT_TIMEOUT_S,
             auth_timeout=CONNECT_TIMEOUT_S,
@@ -421,10 +420,10 @@ def _connect(endpoint: Endpoint, trust: Trust, pool: _Pool) -> _Connection:
         raise
     except paramiko.BadHostKeyException as exc:
         client.close()
-        raise _changed_key_error(endpoint, trust, exc) from None
+        raise _changed_key_error(target, trust, exc) from None
     except paramiko.AuthenticationException as exc:
         client.close()
-        tried = ", ".join([*(f"identity {p}" for p in endpoint.identities), "ssh-agent keys"])
+        tried = ", ".join([*(f"identity {p}" for p in target.identities), "ssh-agent keys"])
         raise InfrastructureError(
             f"{where}: authentication failed ({exc}); the server accepted none of: {tried}. "
             f"Check `identity` (or IdentityFile in ssh config) and the host's authorized_keys."
@@ -441,16 +440,6 @@ def _connect(endpoint: Endpoint, trust: Trust, pool: _Pool) -> _Connection:
 
 
 # --- one command on one channel ------------------------------------------------------------------
-
-
-_ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=[^;&|\n]*")
-
-
-def command_excerpt(command: str, limit: int = 160) -> str:
-    """A command for an error message: every `NAME=value` masked whatever its name (commands
-    carry `export ...` of recipe env), and secret values registered in dayzero.redact."""
-    text = redact_secrets(_ASSIGNMENT.sub(r"\1=***", command)).replace("\n", "; ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class _ChannelClosed(Exception):
@@ -678,13 +667,13 @@ class SSHTransport(Transport):
 
     def __init__(self, host: Host, inventory: Inventory | None = None):
         self.host = host
-        self.endpoint = resolve_endpoint(host, inventory)
+        self.target = resolve_target(host, inventory)
         self.trust = Trust.of(inventory)
 
     @property
     def connection(self) -> paramiko.Transport:
         """The shared paramiko Transport of this host, connecting (or reconnecting) if needed."""
-        return _POOL.get(self.endpoint, self.trust).transport
+        return _POOL.get(self.target, self.trust).transport
 
     def close(self) -> None:
         """Nothing to release per transport: the connection is shared and closed at exit;
@@ -704,7 +693,7 @@ class SSHTransport(Transport):
         """Run `bash -c command` on one channel; returns the exit status (-1: killed by a signal)."""
         deadline = time.monotonic() + timeout
         log.debug("%s: exec (%d chars, timeout %.0fs)", self.host.name, len(command), timeout)
-        conn = _POOL.get(self.endpoint, self.trust)
+        conn = _POOL.get(self.target, self.trust)
         if not conn.sessions.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
             raise self._timeout(command, timeout, "all sessions of the connection stayed busy", killed=False)
         try:
@@ -789,7 +778,7 @@ class SSHTransport(Transport):
                     time.sleep(delay)
                     delay = min(delay * 2, 0.25)
                 elif not reconnected:
-                    conn, reconnected = _POOL.get(self.endpoint, self.trust), True
+                    conn, reconnected = _POOL.get(self.target, self.trust), True
                 else:
                     raise self._lost(f"cannot open a session: {why}") from None
 
@@ -798,19 +787,19 @@ class SSHTransport(Transport):
         reason = f" ({why})" if why else ""
         outcome = "; its process group was killed" if killed else ""
         return CommandTimeout(
-            f"{self.endpoint.describe()}: command {what} {timeout:g}s{reason}{outcome}: "
-            f"{command_excerpt(command)}"
+            f"{self.target.describe()}: command {what} {timeout:g}s{reason}{outcome}: "
+            + redact_command(command)
         )
 
     def _lost(self, what: str) -> InfrastructureError:
-        return InfrastructureError(f"{self.endpoint.describe()}: {what}")
+        return InfrastructureError(f"{self.target.describe()}: {what}")
 
     # -- files ----------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _sftp(self, what: str) -> Iterator[paramiko.SFTPClient]:
         """One SFTP session per transfer, closed after it, so it never holds one of MaxSessions."""
-        conn = _POOL.get(self.endpoint, self.trust)
+        conn = _POOL.get(self.target, self.trust)
         with conn.sessions:
             try:
                 sftp = conn.client.open_sftp()
@@ -820,7 +809,7 @@ class SSHTransport(Transport):
                 sftp.get_channel().settimeout(SFTP_IDLE_TIMEOUT_S)
                 yield sftp
             except (paramiko.SSHException, OSError, EOFError) as exc:
-                raise InfrastructureError(f"{self.endpoint.describe()}: {what}: {exc}") from None
+                raise InfrastructureError(f"{self.target.describe()}: {what}: {exc}") from None
             finally:
                 sftp.close()
 
