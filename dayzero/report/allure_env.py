@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 
 from dayzero import __version__
+from dayzero.errors import ConfigError
+from dayzero.evidence import iter_evidence
 from dayzero.redact import redact
 from dayzero.report.allure_cell import (
     CATEGORY_LABEL,
@@ -141,6 +143,24 @@ def write_results_extras(
         path.write_text(text + ("" if text.endswith("\n") else "\n"))
         out.append(path)
     return out
+
+
+def write_run_extras(
+    results_dir: Path,
+    reports: Path,
+    started: str,
+    facts: Mapping[str, str],
+    secrets=(),
+    build_url: str = "",
+) -> list[Path]:
+    """The extras of one run: from the evidence written since it started (a reports dir keeps
+    older runs' evidence too)."""
+    try:
+        docs = [doc for _, doc in iter_evidence(reports) if doc["run"]["started"] >= started]
+    except ConfigError:
+        docs = []
+    run_ids = ", ".join(sorted({d["run"]["id"] for d in docs})) or "none"
+    return write_results_extras(results_dir, run_ids, facts, docs, secrets, build_url)
 
 
 def controller_facts(config_args: Iterable[str] = ()) -> dict[str, str]:

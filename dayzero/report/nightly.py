@@ -77,6 +77,9 @@ class Comparison:
             f"({self.change_pct:+.1f}%; noise band +-{self.band:.3g} from {self.band_source})"
         )
 
+    def to_json(self) -> dict:
+        return {**asdict(self), "change_pct": round(self.change_pct, 2)}
+
 
 def direction(metric: str) -> bool | None:
     """True: higher is better; False: lower is better; None: not a level we compare."""
@@ -175,6 +178,51 @@ def latest_by_cell(reports_dir: Path) -> dict[str, dict]:
     return latest
 
 
+@dataclass(frozen=True)
+class BaselineVerdict:
+    """One cell of this run against the same cell of a baseline run (`pytest --baseline`)."""
+
+    cell: str
+    baseline_run: str
+    comparisons: tuple[Comparison, ...]
+
+    @property
+    def regressions(self) -> list[Comparison]:
+        return regressions(self.comparisons)
+
+    def rows(self) -> list[dict]:
+        return [{**c.to_json(), "regressed": c.regressed} for c in self.comparisons]
+
+    def failure(self, shown: int = 8) -> str:
+        """Why the cell fails as a regression: the first `shown` metrics that got worse."""
+        found = self.regressions
+        lines = [c.describe() for c in found[:shown]]
+        if len(found) > shown:
+            lines.append(f"... and {len(found) - shown} more (see the comparison attachment)")
+        return (
+            f"{self.cell}: regression against run {self.baseline_run}: {len(found)} metric(s) "
+            "worse beyond the noise band\n  " + "\n  ".join(lines)
+        )
+
+
+class Baseline:
+    """A previous run's reports dir, read once, that each cell of this run is compared with."""
+
+    def __init__(self, reports_dir: Path, default_pct: float = DEFAULT_BAND_PCT):
+        self.reports_dir, self.default_pct = Path(reports_dir), default_pct
+        self._latest: dict[str, dict] | None = None
+
+    def compare(self, current: dict) -> BaselineVerdict | None:
+        """None when the baseline holds no evidence of the cell."""
+        if self._latest is None:
+            self._latest = latest_by_cell(self.reports_dir)
+        previous = self._latest.get(current["cell"])
+        if previous is None:
+            return None
+        comparisons = compare_docs(previous, current, self.default_pct)
+        return BaselineVerdict(current["cell"], previous["run"]["id"], tuple(comparisons))
+
+
 def compare_nights(
     previous_dir: Path | None, current_dir: Path, default_pct: float = DEFAULT_BAND_PCT
 ) -> dict:
@@ -190,10 +238,8 @@ def compare_nights(
         "previous": str(previous_dir) if previous_dir else None,
         "current": str(current_dir),
         "default_band_pct": default_pct,
-        "regressions": [
-            {**asdict(c), "change_pct": round(c.change_pct, 2), "message": c.describe()} for c in found
-        ],
-        "compared": [{**asdict(c), "change_pct": round(c.change_pct, 2)} for c in comparisons],
+        "regressions": [{**c.to_json(), "message": c.describe()} for c in found],
+        "compared": [c.to_json() for c in comparisons],
         "new_cells": sorted(set(now) - set(before)),
         "missing_cells": sorted(set(before) - set(now)),
     }

@@ -35,6 +35,7 @@ from dayzero.redact import redact, redact_file
 from dayzero.report.allure_cell import attach_story
 from dayzero.run import plan, records
 from dayzero.run.phases import Endpoint, run_all
+from dayzero.run.preview import launch_text
 from dayzero.spec.goldens import Golden, load_golden, save_golden
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
@@ -143,12 +144,7 @@ def render_recipe(ctx: RunContext, cell: Cell, held: Held) -> Recipe:
     hosts = [replace(h, address=network_address(h, ctx.inventory)) for h in held.hosts]
     recipe = render(ctx.matrix, cell, hosts, port_offset=10 * max(lease.slot for lease in held.leases))
     allure.attach(
-        "\n".join(
-            f"# {lc.role}[{lc.rank}] on {lc.host}\n{redact(lc.shell, ctx.inventory.secrets)}"
-            for lc in recipe.launches
-        ),
-        "rendered commands",
-        allure.attachment_type.TEXT,
+        launch_text(recipe, ctx.inventory.secrets), "rendered commands", allure.attachment_type.TEXT
     )
     return recipe
 

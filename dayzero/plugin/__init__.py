@@ -1,0 +1,31 @@
+"""The pytest plugin (entry point `pytest11: dayzero = "dayzero.plugin"`): cells become test items.
+
+Thin on purpose (labgrid's rule): `hooks` holds options, markers, parametrization and end-of-run
+glue, `fixtures` the run's context and the cell run; everything they do is a library call.
+"""
+
+from dayzero.plugin.fixtures import dayzero_baseline, dayzero_context, run_cell_checked
+from dayzero.plugin.hooks import (
+    pytest_addoption,
+    pytest_collection_finish,
+    pytest_configure,
+    pytest_configure_node,
+    pytest_generate_tests,
+    pytest_runtestloop,
+    pytest_sessionfinish,
+    pytest_xdist_auto_num_workers,
+)
+
+__all__ = [
+    "dayzero_baseline",
+    "dayzero_context",
+    "pytest_addoption",
+    "pytest_collection_finish",
+    "pytest_configure",
+    "pytest_configure_node",
+    "pytest_generate_tests",
+    "pytest_runtestloop",
+    "pytest_sessionfinish",
+    "pytest_xdist_auto_num_workers",
+    "run_cell_checked",
+]

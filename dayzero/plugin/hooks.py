@@ -1,0 +1,174 @@
+"""The plugin's hooks: options, markers, one test item per cell, `--dry-run`, end-of-run files.
+
+Glue only (labgrid's rule): what a hook decides or writes is a library call
+(`dayzero.run.preview`, `dayzero.report.acceptance`, `dayzero.report.allure_env`). Markers are
+registered for every name in the matrix, so `pytest -m b300` works under `--strict-markers`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from dayzero.clock import now_iso
+from dayzero.errors import ConfigError
+from dayzero.plugin.options import DEFAULTS, OPTIONS, option_path
+from dayzero.report import allure_env
+from dayzero.report.acceptance import write_acceptance
+from dayzero.run.cell import new_run_id
+from dayzero.run.preview import dry_run_text
+from dayzero.spec.inventory import Inventory, load_inventory
+from dayzero.spec.matrix import Cell, Matrix, load_matrix
+
+MATRIX_KEY = pytest.StashKey[Matrix]()
+INVENTORY_KEY = pytest.StashKey[Inventory]()
+RUN_ID_KEY = pytest.StashKey[str]()
+STARTED_KEY = pytest.StashKey[str]()
+LINT_KEY = pytest.StashKey[dict[str, list[str]]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dayzero", "dayzero conformance cells")
+    for flag, dest, kwargs in OPTIONS:
+        if dest in DEFAULTS:
+            kwargs = {"default": DEFAULTS[dest], **kwargs}
+        group.addoption(flag, dest=dest, **kwargs)
+
+
+def _runs_suites(config: pytest.Config) -> bool:
+    suites = (config.rootpath / "suites").resolve()
+    args = [a.split("::")[0] for a in config.args] or ["suites"]
+    return any(
+        suites in (Path(config.invocation_params.dir) / a).resolve().parents
+        or (Path(config.invocation_params.dir) / a).resolve() == suites
+        for a in args
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if (
+        config.getoption("dayzero_matrix") == DEFAULTS["dayzero_matrix"]
+        and not option_path(config, "dayzero_matrix").is_dir()
+    ):
+        return  # not a dayzero checkout: stay out of the way
+    try:
+        matrix = load_matrix(option_path(config, "dayzero_matrix"))
+        inventory = load_inventory(option_path(config, "dayzero_hosts"), set(matrix.hardware))
+    except ConfigError as exc:
+        raise pytest.UsageError(f"dayzero: {exc}") from None
+    config.stash[MATRIX_KEY] = matrix
+    config.stash[INVENTORY_KEY] = inventory
+    config.stash[STARTED_KEY] = now_iso()
+    for name, description in matrix.marker_names.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+    if _runs_suites(config) and not getattr(config.option, "allure_report_dir", None):
+        config.option.allure_report_dir = str(option_path(config, "dayzero_reports") / "allure-results")
+    # SIGTERM unwinds like Ctrl-C so every deployment's `finally` kills its process groups.
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def cell_param(cell: Cell):
+    marks = [getattr(pytest.mark, name) for name in cell.markers]
+    if not cell.supported:
+        marks.append(pytest.mark.skip(reason=f"unsupported: {cell.reason}"))
+    return pytest.param(cell, id=cell.id, marks=marks)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "cell" in metafunc.fixturenames and MATRIX_KEY in metafunc.config.stash:
+        matrix = metafunc.config.stash[MATRIX_KEY]
+        metafunc.parametrize("cell", [cell_param(c) for c in matrix.cells])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if MATRIX_KEY not in config.stash:
+        return
+    matrix, inventory = config.stash[MATRIX_KEY], config.stash[INVENTORY_KEY]
+    cells = [
+        c
+        for item in session.items
+        if (c := getattr(item, "callspec", None) and item.callspec.params.get("cell"))
+    ]
+    if config.getoption("dayzero_lint"):
+        from dayzero.spec import lint
+
+        try:
+            config.stash[LINT_KEY] = lint.refusals(matrix, cells, lint.inventory_hosts(inventory))
+        except lint.LintError as exc:
+            raise pytest.UsageError(f"dayzero lint: {exc}") from None
+    if not config.getoption("dayzero_dry_run"):
+        return
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    for cell in cells:
+        tr.write_line(dry_run_text(matrix, inventory, cell))
+        if LINT_KEY in config.stash and cell.supported:
+            refused = config.stash[LINT_KEY].get(cell.id) or [
+                "every command parses (the engine's own parser)"
+            ]
+            for line in refused:
+                tr.write_line(f"   lint: {line}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session):
+    if session.config.getoption("dayzero_dry_run"):
+        return True  # printed at collection; run nothing
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` starts one worker per host slot of the inventory: more would only wait on leases."""
+    if INVENTORY_KEY not in config.stash:
+        return None
+    return max(1, sum(h.slots for h in config.stash[INVENTORY_KEY].hosts))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist: every worker shares the controller's run id, so one run has one id."""
+    node.workerinput["dayzero_run_id"] = node.config.stash.setdefault(RUN_ID_KEY, new_run_id())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller writes the acceptance table and the run's Allure extras (xdist workers do not)."""
+    config = session.config
+    skip = config.getoption("dayzero_dry_run") or config.option.collectonly
+    if hasattr(config, "workerinput") or skip or MATRIX_KEY not in config.stash or not _runs_suites(config):
+        return
+    reports = option_path(config, "dayzero_reports")
+    try:
+        path = write_acceptance(
+            config.stash[MATRIX_KEY], reports, max_age_days=config.getoption("dayzero_stale_after")
+        )
+    except ConfigError as exc:
+        path = f"not written: {exc}"
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(f"[dayzero] acceptance table: {path}")
+    results = getattr(config.option, "allure_report_dir", None)
+    if results:
+        facts = {
+            "inventory": str(option_path(config, "dayzero_hosts")),
+            "matrix": str(option_path(config, "dayzero_matrix")),
+            "markers": config.getoption("markexpr") or "",
+            "reports": str(reports),
+        }
+        allure_env.write_run_extras(
+            Path(results),
+            reports,
+            config.stash.get(STARTED_KEY, ""),
+            facts,
+            config.stash[INVENTORY_KEY].secrets,
+            build_url=os.environ.get("DAYZERO_BUILD_URL", ""),
+        )

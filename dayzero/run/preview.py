@@ -1,0 +1,74 @@
+"""What a cell would run, as text for a person: `pytest --dry-run` and `dayzero recipe`.
+
+One function shows a rendered recipe (`launch_text`), with every secret masked: a recipe's
+secret env is resolved at render time, so the rendered shell holds the value itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from dayzero.redact import redact
+from dayzero.spec.inventory import Host, Inventory
+from dayzero.spec.matrix import Cell, Matrix
+from dayzero.spec.recipe import Recipe, hosts_needed, render
+
+
+def launch_text(recipe: Recipe, secrets: Iterable[str] = (), indent: str = "") -> str:
+    """Each launch as a comment naming where it runs, then the shell an operator would paste."""
+    secrets = tuple(secrets)
+    lines = []
+    for lc in recipe.launches:
+        lines.append(f"{indent}# {lc.role}[{lc.rank}] on {lc.host} ({lc.address})")
+        lines.append(f"{indent}{redact(lc.shell, secrets)}")
+    return "\n".join(lines)
+
+
+def placeholder_hosts(matrix: Matrix, cell: Cell, n: int) -> list[Host]:
+    """Hosts named node0..N for printing a recipe without an inventory, like the cookbook does."""
+    per_node = matrix.hardware[cell.hardware].accelerators_per_node or 1
+    return [
+        Host(
+            name=f"node{i}",
+            hardware=cell.hardware,
+            address=f"<node{i}>",
+            accelerators=per_node,
+            vars=(("model_root", "<model_root>"),),
+        )
+        for i in range(n)
+    ]
+
+
+def hosts_for(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> tuple[int, Sequence[Host]]:
+    """(hosts the cell needs, the inventory's first that many of its hardware, or placeholders)."""
+    needed = hosts_needed(matrix.card(cell), cell)
+    if inventory is None:
+        return needed, placeholder_hosts(matrix, cell, needed)
+    return needed, inventory.for_hardware(cell.hardware)[:needed]
+
+
+def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell) -> str:
+    """A cell under `--dry-run`: the host(s) it would use and the exact commands, or why none."""
+    head = f"== {cell.id}  [{cell.published}]"
+    if not cell.supported:
+        return f"{head}\n   unsupported: {cell.reason}"
+    needed, hosts = hosts_for(matrix, cell, inventory)
+    if len(hosts) < needed:
+        return (
+            f"{head}\n   no run: needs {needed} host(s) with hardware {cell.hardware!r}, "
+            f"inventory {inventory.path} has {len(hosts)}"
+        )
+    recipe = render(matrix, cell, hosts)
+    return f"{head}  recipe {recipe.digest}\n{launch_text(recipe, inventory.secrets, indent='   ')}"
+
+
+def recipe_text(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> str:
+    """A cell for `dayzero recipe`: a comment header, then its launches (a pasteable script)."""
+    head = f"# {cell.id}  [{cell.published}]"
+    if not cell.supported:
+        return f"{head}\n# unsupported: {cell.reason}\n"
+    needed, hosts = hosts_for(matrix, cell, inventory)
+    if len(hosts) < needed:
+        return f"{head}\n# needs {needed} {cell.hardware} host(s); {inventory.path} has {len(hosts)}\n"
+    recipe = render(matrix, cell, hosts)
+    return f"{head}\n{launch_text(recipe, inventory.secrets if inventory else ())}\n"
