@@ -152,6 +152,23 @@ def test_a_whole_document_is_masked_string_by_string():
     }
 
 
+def test_dayzero_recipe_prints_a_secret_env_masked(matrix_dir):
+    """`dayzero recipe` shows the recipe as `--dry-run` does: the resolved secret never in clear."""
+    with_secret_env(matrix_dir, var="DZ_TEST_RECIPE_CLI_SECRET")
+    shown = subprocess.run(
+        [sys.executable, "-m", "dayzero.cli", f"--matrix={matrix_dir}", "recipe", CELL],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DZ_TEST_RECIPE_CLI_SECRET": "cli-planted-5Rw8Tq"},
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "cli-planted-5Rw8Tq" not in shown.stdout + shown.stderr
+    assert f"HUB_AUTH={MASK}" in shown.stdout and "PLAIN=visible" in shown.stdout
+    assert "llama-server" in shown.stdout
+
+
 def test_a_command_in_an_error_message_has_every_assignment_masked():
     from dayzero.redact import redact_command
 

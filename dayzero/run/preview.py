@@ -6,37 +6,31 @@ secret env is resolved at render time, so the rendered shell holds the value its
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from dayzero.redact import redact
+from dayzero.spec import mamba
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
-from dayzero.spec.recipe import Recipe, hosts_needed, render
+from dayzero.spec.recipe import Launch, MissingValue, Recipe, hosts_needed, placeholder_hosts, render
 
 
-def launch_text(recipe: Recipe, secrets: Iterable[str] = (), indent: str = "") -> str:
-    """Each launch as a comment naming where it runs, then the shell an operator would paste."""
+def launch_text(
+    recipe: Recipe,
+    secrets: Iterable[str] = (),
+    indent: str = "",
+    note: Callable[[Launch], str | None] = lambda launch: None,
+) -> str:
+    """Each launch as a comment naming where it runs, then the shell an operator would paste
+    (then a comment `note` may add)."""
     secrets = tuple(secrets)
     lines = []
     for lc in recipe.launches:
         lines.append(f"{indent}# {lc.role}[{lc.rank}] on {lc.host} ({lc.address})")
         lines.append(f"{indent}{redact(lc.shell, secrets)}")
+        if extra := note(lc):
+            lines.append(f"{indent}# {extra}")
     return "\n".join(lines)
-
-
-def placeholder_hosts(matrix: Matrix, cell: Cell, n: int) -> list[Host]:
-    """Hosts named node0..N for printing a recipe without an inventory, like the cookbook does."""
-    per_node = matrix.hardware[cell.hardware].accelerators_per_node or 1
-    return [
-        Host(
-            name=f"node{i}",
-            hardware=cell.hardware,
-            address=f"<node{i}>",
-            accelerators=per_node,
-            vars=(("model_root", "<model_root>"),),
-        )
-        for i in range(n)
-    ]
 
 
 def hosts_for(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> tuple[int, Sequence[Host]]:
@@ -63,12 +57,23 @@ def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell) -> str:
 
 
 def recipe_text(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> str:
-    """A cell for `dayzero recipe`: a comment header, then its launches (a pasteable script)."""
+    """A cell for `dayzero recipe`: a comment header, then its launches (a pasteable script), with
+    the mamba ratio a card asks for."""
     head = f"# {cell.id}  [{cell.published}]"
     if not cell.supported:
         return f"{head}\n# unsupported: {cell.reason}\n"
     needed, hosts = hosts_for(matrix, cell, inventory)
     if len(hosts) < needed:
         return f"{head}\n# needs {needed} {cell.hardware} host(s); {inventory.path} has {len(hosts)}\n"
-    recipe = render(matrix, cell, hosts)
-    return f"{head}\n{launch_text(recipe, inventory.secrets if inventory else ())}\n"
+    try:
+        recipe = render(matrix, cell, hosts)
+    except MissingValue as exc:
+        return f"{head}\n# needs data: {exc}\n"
+    ratio = matrix.card(cell).mamba_ratio
+
+    def mamba_note(lc: Launch) -> str | None:
+        if ratio and "--model-path" in lc.argv:
+            return f"mamba ratio: {mamba.describe(lc.argv, ratio)}"
+        return None
+
+    return f"{head}\n{launch_text(recipe, inventory.secrets if inventory else (), note=mamba_note)}\n"

@@ -1,8 +1,7 @@
-"""`dayzero submission pack | check | accept`: the command-line side of vendor submissions."""
+"""`dayzero submission pack | check | accept`: vendor submissions from the command line."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -94,7 +93,10 @@ def cmd_accept(args) -> int:
     return report.exit_code
 
 
-def add_commands(parser: argparse.ArgumentParser) -> None:
+def add(verbs) -> None:
+    parser = verbs.add_parser(
+        "submission", help="vendor submissions: pack, check, accept signed bundles", description=__doc__
+    )
     sub = parser.add_subparsers(dest="submission_command", required=True)
 
     p = sub.add_parser(

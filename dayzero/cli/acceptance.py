@@ -1,0 +1,26 @@
+"""`dayzero acceptance`: write the acceptance table (Markdown and HTML) from evidence and the matrix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dayzero.cli.common import REPORTS, add_stale_after
+from dayzero.spec.matrix import load_matrix
+
+
+def add(sub) -> None:
+    p = sub.add_parser(
+        "acceptance",
+        help="write reports/acceptance.md and .html from evidence and the matrix",
+        description=__doc__,
+    )
+    p.add_argument("--reports", default=REPORTS, help=f"a run's reports dir (default: {REPORTS})")
+    add_stale_after(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from dayzero.report.acceptance import write_acceptance
+
+    print(write_acceptance(load_matrix(args.matrix), Path(args.reports), max_age_days=args.stale_after))
+    return 0
