@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from dayzero.errors import ConfigError
-from dayzero.plugin import dry_run_text
+from dayzero.run.preview import dry_run_text
 from dayzero.spec import container, lint
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
