@@ -66,3 +66,19 @@ def test_unknown_marker_is_rejected_under_strict_markers():
     result = run_pytest("--collect-only", "-q", "-m", "b3000")
     assert result.returncode == 4
     assert "Unknown marker(s) in '-m' expression: b3000" in result.stderr
+
+
+def test_options_work_in_space_form_with_a_path_outside_the_repository(tmp_path):
+    """`--hosts /abs/inventory.yaml` (how a lab keeps its inventory, and the README's form) used
+    to be taken for a test path: the rootdir moved, the ini was lost and no cell was collected."""
+    inventory = tmp_path / "lab" / "inventory.yaml"
+    inventory.parent.mkdir()
+    inventory.write_text(
+        (REPO / "hosts" / "local.yaml").read_text().replace("\n  local:\n", "\n  elsewhere:\n")
+    )
+    reports = tmp_path / "out"
+    for form in (["--hosts", str(inventory), "--reports", str(reports)], [f"--hosts={inventory}"]):
+        result = run_pytest("-m", "cpu", *form, "--dry-run", "-q")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        assert "240 deselected" in result.stdout and result.stdout.count("elsewhere") >= 4, result.stdout[-3000:]
+        assert "tests/test_" not in result.stdout, "only the suites are collected (the ini's testpaths)"

@@ -4,6 +4,7 @@ Thin on purpose (labgrid's rule): `hooks` holds options, markers, parametrizatio
 glue, `fixtures` the run's context and the cell run; everything they do is a library call.
 """
 
+from dayzero.plugin.early import pytest_load_initial_conftests
 from dayzero.plugin.fixtures import dayzero_baseline, dayzero_context, run_cell_checked
 from dayzero.plugin.hooks import (
     pytest_addoption,
@@ -24,6 +25,7 @@ __all__ = [
     "pytest_configure",
     "pytest_configure_node",
     "pytest_generate_tests",
+    "pytest_load_initial_conftests",
     "pytest_runtestloop",
     "pytest_sessionfinish",
     "pytest_xdist_auto_num_workers",
