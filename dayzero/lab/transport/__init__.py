@@ -23,6 +23,6 @@ def network_address(host: Host, inventory: Inventory | None = None) -> str:
     `ssh_config` alias, which only ssh understands, so for ssh hosts its HostName is used."""
     if host.transport == "local":
         return host.address
-    from dayzero.lab.transport.ssh import resolve_endpoint
+    from dayzero.lab.transport.ssh import resolve_target
 
-    return resolve_endpoint(host, inventory).hostname
+    return resolve_target(host, inventory).hostname
