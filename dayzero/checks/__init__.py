@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PASSED, FAILED = "passed", "failed"
+# Nothing to compare with yet (e.g. no golden recorded): the cell stays Pending, neither Verified
+# nor failed.
+NOT_MEASURED = "not_measured"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 
-from dayzero.checks import FAILED, PASSED, CheckResult
+from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
 from dayzero.spec.card import GoldenPolicy, Probe
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -118,16 +118,19 @@ def check_golden(
     *,
     recipe_digest: str = "",
     engine_version: str = "",
+    missing: str = FAILED,
 ) -> CheckResult:
     """The output against its golden under the mode's policy; `provenance` (the golden's) is kept
-    in the details and compared with this run's recipe digest and engine version."""
+    in the details and compared with this run's recipe digest and engine version. Without a
+    golden the verdict is `missing`: failed, or not measured where goldens are recorded later on
+    a reference cell (the cell stays Pending)."""
     name = f"golden:{probe_id}"
     if expected is None:
         return CheckResult(
             name,
             "correctness",
-            FAILED,
-            "no golden recorded for this probe",
+            missing,
+            "golden not recorded" if missing == NOT_MEASURED else "no golden recorded for this probe",
             measured=actual,
             bound=policy.describe(),
         )

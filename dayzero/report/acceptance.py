@@ -10,7 +10,9 @@ No status is typed by hand. The badges mean what the cookbook's mean:
   window (`max_age_days`, default 30). A rerun turns it back into Verified or Failed.
 - **Published**: no evidence here, but the recipe's authors published the cell as verified (the
   cookbook's claim); the source names where. Not Verified: nothing here has vouched for it.
-- **Pending**: no evidence here, and nothing published as verified.
+- **Pending**: no evidence here, and nothing published as verified; or the latest evidence passed
+  every check it could make but some could not be made yet (a golden not recorded on the
+  reference cell), named in the detail.
 - **Unsupported**: the matrix rules the cell out, with the reason.
 - **Needs data**: no evidence, and the recipe cannot render: a value it needs is null in the
   matrix ("to confirm", e.g. accelerators per node), named in the detail.
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero import evidence
+from dayzero.checks import NOT_MEASURED
 from dayzero.checks.correctness import provenance_differs
 from dayzero.errors import ConfigError
 from dayzero.escape import escape
@@ -164,7 +167,11 @@ def row_for(
     source = doc.get("source", "dayzero")
     if doc.get("checked"):  # accepted from a vendor bundle: who submitted it, when it was checked
         source = f"{source} (checked {doc['checked'][:10]})"
-    if doc["verdict"] == "passed":
+    unmeasured = [c for c in doc["checks"] if c["verdict"] == NOT_MEASURED]
+    if doc["verdict"] == "passed" and unmeasured:
+        why = "; ".join(sorted({c["message"] for c in unmeasured}))
+        status, detail = "Pending", f"{when}, {engine}: {why} ({', '.join(c['name'] for c in unmeasured)})"
+    elif doc["verdict"] == "passed":
         status, detail = "Verified", f"{when}, {engine}"
     else:
         failed = [c["name"] for c in doc["checks"] if c["verdict"] != "passed"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import allure
 
 from dayzero import __version__, atomic, evidence
-from dayzero.checks import CheckResult
+from dayzero.checks import FAILED, CheckResult
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.performance import INVALID
 from dayzero.clock import now_iso
@@ -98,7 +98,7 @@ class CellOutcome:
 
     @property
     def failed_checks(self) -> list[CheckResult]:
-        return [c for c in self.checks if not c.passed]
+        return [c for c in self.checks if c.verdict == FAILED]
 
 
 @dataclass
@@ -203,7 +203,7 @@ def _probe(
     save_records(ctx, cell, probe_plan.phase, answer)
     texts = {r["id"]: r["text"] for r in got}
     checks = [check_probe(p, r["text"], r["error"]) for p, r in zip(probe_plan.probes, got, strict=True)]
-    golden = load_golden(ctx.goldens_dir, cell.id)
+    golden = load_golden(ctx.goldens_dir, probe_plan.golden_cell or cell.id)
     if record_goldens:
         return checks
     for p in probe_plan.probes:
@@ -218,6 +218,7 @@ def _probe(
                 provenance,
                 recipe_digest=dep.recipe.digest,
                 engine_version=version,
+                missing=probe_plan.missing_verdict,
             )
         )
     return checks
@@ -328,7 +329,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
                 measure(ctx, cell, dep, sum(h.accelerators for h in held.hosts), run.checks)
         finally:
             run.logs = teardown(ctx, cell, dep)
-        if any(not c.passed for c in run.checks):
+        if any(c.verdict == FAILED for c in run.checks):  # not measured keeps the cell Pending instead
             run.verdict = "failed"
     except DeploymentError as exc:
         run.verdict, run.error = "failed", redact(str(exc), ctx.inventory.secrets)

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dayzero.checks import FAILED, NOT_MEASURED
 from dayzero.checks.accuracy import EvalItem, EvalSet, load_eval, request_for
 from dayzero.checks.measurement import Measurement, aggregate
 from dayzero.run import records
@@ -25,6 +26,7 @@ from dayzero.spec.card import (
     Protocol,
     floors_for,
     gates_for,
+    golden_source,
     rules_for,
 )
 from dayzero.spec.matrix import Cell
@@ -39,6 +41,8 @@ class ProbePlan:
     concurrency: int
     policy: GoldenPolicy
     phase: str = records.PROBES
+    golden_cell: str = ""  # whose golden the answers meet: a reference cell's, or the cell's own
+    missing_verdict: str = FAILED  # no golden yet: failed, or not measured under cross-hardware goldens
 
     def requests(self) -> list[dict]:
         return [{"id": p.id, "prompt": p.prompt, "max_tokens": p.max_tokens} for p in self.probes]
@@ -47,9 +51,12 @@ class ProbePlan:
 def probes(card: ModelCard, cell: Cell) -> ProbePlan:
     """Exact goldens need one request at a time; other policies run at the mode's concurrency so
     that batching is exercised the way users will meet it."""
-    mode = card.mode(cell.mode)
-    concurrency = 1 if mode.golden.policy == "exact" else mode.concurrency
-    return ProbePlan(tuple(card.probes), concurrency, mode.golden)
+    golden_cell, policy = golden_source(card, cell)
+    concurrency = 1 if policy.policy == "exact" else card.mode(cell.mode).concurrency
+    missing = NOT_MEASURED if card.goldens else FAILED
+    return ProbePlan(
+        tuple(card.probes), concurrency, policy, golden_cell=golden_cell, missing_verdict=missing
+    )
 
 
 @dataclass(frozen=True)

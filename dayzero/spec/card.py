@@ -78,6 +78,16 @@ class GoldenPolicy:
 
 
 @dataclass(frozen=True)
+class GoldenReference:
+    """Goldens recorded once, on a reference cell, and compared on every other cell of the card
+    (other hardware, other modes) under a tolerant policy: kernels and batch sizes differ there,
+    so byte-exact greedy output is not expected."""
+
+    cell: str
+    policy: GoldenPolicy
+
+
+@dataclass(frozen=True)
 class Mode:
     name: str
     concurrency: int
@@ -239,10 +249,20 @@ class ModelCard:
     accuracy: tuple[Rule[AccuracyGate], ...] = _aside(default=())
     speculative: tuple[Rule[AcceptanceRule], ...] = _aside(default=())
     mamba_ratio: Mapping[str, float | None] = _aside(default_factory=dict)  # geometry for dayzero.spec.mamba
+    goldens: GoldenReference | None = _aside(default=None)  # cross-hardware goldens, if the card has them
     raw: Mapping[str, Any] = _aside(default_factory=dict)  # the file as written: recipe templates, digests
 
     def mode(self, name: str) -> Mode:
         return self.modes[name]
+
+
+def golden_source(card: ModelCard, cell: Cell) -> tuple[str, GoldenPolicy]:
+    """Whose golden this cell's probes are compared with, and under which policy: its own under
+    its mode's policy, or the card's reference cell's under the tolerant cross-hardware policy."""
+    ref = card.goldens
+    if ref is None or ref.cell == cell.id:
+        return cell.id, card.mode(cell.mode).golden
+    return ref.cell, ref.policy
 
 
 def as_names(value: str | list[str]) -> list[str]:
@@ -298,6 +318,10 @@ def _fail(path: Path | None, parts: list, message: str):
 
 def _golden(data: Mapping | None) -> GoldenPolicy:
     return GoldenPolicy(**(data or {}))
+
+
+def _golden_reference(data: Mapping | None) -> GoldenReference | None:
+    return GoldenReference(data["reference"], _golden(data["policy"])) if data else None
 
 
 def _protocol(data: Mapping | None) -> Protocol:
@@ -420,5 +444,6 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
         floors=tuple(_floor(path, i, r) for i, r in enumerate(data.get("floors") or ())),
         accuracy=tuple(_gate(r) for r in data.get("accuracy") or ()),
         speculative=tuple(_speculative(path, i, r) for i, r in enumerate(data.get("speculative") or ())),
+        goldens=_golden_reference(data.get("goldens")),
         raw=data,
     )

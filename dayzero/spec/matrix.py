@@ -182,6 +182,9 @@ def expand_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> list[C
     for cell_id in published:
         if cell_id not in cells:
             raise ConfigError(path, f"published.{cell_id}", "no such cell in this card's cells")
+    reference = (data.get("goldens") or {}).get("reference")
+    if reference is not None and reference not in cells:
+        raise ConfigError(path, "goldens.reference", f"no such cell in this card's cells: {reference!r}")
     out = []
     for cell, _ in cells.values():
         reason = next((r["reason"] for r in data.get("unsupported", []) if matches(r["when"], cell)), "")

@@ -81,7 +81,7 @@ class CellView:
 
     @cached_property
     def golden(self) -> Golden | None:
-        return load_golden(self.goldens_dir, self.cell.id)
+        return load_golden(self.goldens_dir, self.probes.golden_cell or self.cell.id)
 
     @cached_property
     def gates(self) -> tuple[AccuracyPlan, ...]:

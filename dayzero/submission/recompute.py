@@ -66,6 +66,7 @@ def golden_result(view: CellView, probe: Probe) -> CheckResult:
         golden.provenance if golden else None,
         recipe_digest=view.doc["recipe"]["digest"],
         engine_version=view.doc["engine"]["version"],
+        missing=view.probes.missing_verdict,
     )
 
 

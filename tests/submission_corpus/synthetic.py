@@ -201,7 +201,7 @@ def run_cell(
 ) -> Path:
     """Write one cell's raw records, log and evidence under `reports`, as run.cell would."""
     card = matrix.card(cell)
-    golden = load_golden(goldens, cell.id)
+    golden = load_golden(goldens, plan.probes(card, cell).golden_cell)
     suites = suites_dir(goldens, matrix.root)
     texts = {**known_answers(card, suites), **(golden.outputs if golden else {})}
     client = FakeClient(start, texts, itl_s)
@@ -229,6 +229,7 @@ def run_cell(
             golden.provenance if golden else None,  # as the run keeps it, compared with this recipe
             recipe_digest=recipe.digest,
             engine_version=ENGINE_VERSION,
+            missing=probes.missing_verdict,
         )
         for p in probes.probes
     ]
