@@ -1,4 +1,4 @@
-"""Lab inventories (`hosts/*.yaml`) as frozen `Host` records."""
+"""Lab inventories (`hosts/*.yaml`) as frozen `Host` records and, for a Slurm lab, a `SlurmCluster`."""
 
 from __future__ import annotations
 
@@ -37,6 +37,53 @@ class Host:
 
 
 @dataclass(frozen=True)
+class SlurmHardware:
+    """How to ask the cluster for one node of a hardware kind. The gres is in the lab's own names
+    (`gpu:nvidia_b300:8`): listing it under `b300` is how a lab maps its gres names to kinds."""
+
+    hardware: str
+    gres: str = ""
+    accelerators: int = 1
+    partition: str | None = None
+    constraint: str | None = None
+    container_image: str | None = None
+
+    @property
+    def gres_type(self) -> str | None:
+        """`b300` of `gpu:b300:8`; None for an untyped gres (`gpu:8`) or none."""
+        parts = self.gres.split(":")
+        return parts[1] if len(parts) == 3 else None
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    """A Slurm cluster: Slurm commands run on `login` after `setup`; a cell's nodes come from one
+    allocation in `partition`; `engine_setup`, `workdir`, `python` and `vars` apply on its nodes."""
+
+    login: Host
+    partition: str
+    hardware: tuple[SlurmHardware, ...]
+    setup: str = field(default="", repr=False)  # may hold a secret (a token in an env var)
+    account: str | None = None
+    qos: str | None = None
+    time_limit: str = "1:00:00"
+    max_jobs: int = 1
+    exclusive: bool = True
+    container: str = "none"
+    workdir: str = "/tmp/dayzero"
+    engine_setup: str = field(default="", repr=False)
+    python: str = "python3"
+    vars: tuple[tuple[str, str], ...] = ()
+
+    def for_hardware(self, hardware: str) -> SlurmHardware | None:
+        return next((h for h in self.hardware if h.hardware == hardware), None)
+
+    def kind_of_gres(self, gres_type: str) -> str | None:
+        """The hardware kind a node's gres type stands for (`nvidia_b300` -> `b300`), if mapped."""
+        return next((h.hardware for h in self.hardware if h.gres_type == gres_type), None)
+
+
+@dataclass(frozen=True)
 class Inventory:
     path: Path
     hosts: tuple[Host, ...]
@@ -44,6 +91,7 @@ class Inventory:
     accept_new_host_keys: bool = False
     ssh_config: Path | None = None
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    slurm: SlurmCluster | None = None
 
     def host(self, name: str) -> Host:
         for h in self.hosts:
@@ -61,22 +109,72 @@ def _expand_local(value: str) -> str:
     return value.replace(CACHE_TOKEN, str(cache_root()))
 
 
+def _check_hardware(path: Path, where: str, kind: str, hardware_names: set[str] | None) -> None:
+    if hardware_names is not None and kind not in hardware_names:
+        raise ConfigError(path, where, f"unknown hardware {kind!r}; expected one of {sorted(hardware_names)}")
+
+
+def _slurm(path: Path, data: dict, hardware_names: set[str] | None) -> SlurmCluster:
+    login = data.get("login", {})
+    transport = login.get("transport", "local")
+    if transport == "ssh" and not login.get("address"):
+        raise ConfigError(path, "slurm.login", "transport ssh needs 'address' (the login node)")
+    kinds = []
+    for kind, fields in data["hardware"].items():
+        _check_hardware(path, f"slurm.hardware.{kind}", kind, hardware_names)
+        gres = fields.get("gres", "")
+        kinds.append(
+            SlurmHardware(
+                hardware=kind,
+                gres=gres,
+                accelerators=fields.get("accelerators", int(gres.rsplit(":", 1)[1]) if gres else 1),
+                partition=fields.get("partition"),
+                constraint=fields.get("constraint"),
+                container_image=fields.get("container_image"),
+            )
+        )
+    return SlurmCluster(
+        login=Host(
+            name="slurm-login",
+            hardware="slurm-login",
+            transport=transport,
+            address=login.get("address", "localhost"),
+            port=login.get("port", 22),
+            user=login.get("user"),
+            identity=login.get("identity"),
+            jump=login.get("jump"),
+            slots=0,
+        ),
+        partition=data["partition"],
+        hardware=tuple(kinds),
+        setup=data.get("setup", ""),
+        account=data.get("account"),
+        qos=data.get("qos"),
+        time_limit=data.get("time_limit", "1:00:00"),
+        max_jobs=data.get("max_jobs", 1),
+        exclusive=data.get("exclusive", True),
+        container=data.get("container", "none"),
+        workdir=data.get("workdir", "/tmp/dayzero"),
+        engine_setup=data.get("engine_setup", ""),
+        python=data.get("python", "python3"),
+        vars=tuple(sorted(data.get("vars", {}).items())),
+    )
+
+
 def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Inventory:
     path = Path(path)
     data = yamlfile.load(path, "inventory")
+    if "hosts" not in data and "slurm" not in data:
+        raise ConfigError(path, "", "expected 'hosts', 'slurm' (a Slurm cluster) or both")
+    slurm = _slurm(path, data["slurm"], hardware_names) if "slurm" in data else None
     defaults = data.get("defaults", {})
     hosts = []
-    for name, fields in data["hosts"].items():
+    for name, fields in data.get("hosts", {}).items():
         merged = {**defaults, **fields}
         where = f"hosts.{name}"
         if "hardware" not in merged:
             raise ConfigError(path, where, "missing field 'hardware' (e.g. cpu, b300)")
-        if hardware_names is not None and merged["hardware"] not in hardware_names:
-            raise ConfigError(
-                path,
-                f"{where}.hardware",
-                f"unknown hardware {merged['hardware']!r}; expected one of {sorted(hardware_names)}",
-            )
+        _check_hardware(path, f"{where}.hardware", merged["hardware"], hardware_names)
         transport = merged.get("transport", "ssh")
         if transport == "ssh" and not merged.get("address"):
             merged["address"] = name  # an ssh alias or DNS name, like Ansible's inventory_hostname
@@ -114,5 +212,7 @@ def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Invent
         known_hosts=(base / known).resolve() if known else None,
         accept_new_host_keys=data.get("accept_new_host_keys", False),
         ssh_config=(base / cfg).resolve() if cfg else None,
-        secrets=tuple(h.engine_setup for h in hosts if h.engine_setup),
+        secrets=tuple(h.engine_setup for h in hosts if h.engine_setup)
+        + (tuple(s for s in (slurm.setup, slurm.engine_setup) if s) if slurm else ()),
+        slurm=slurm,
     )
