@@ -26,6 +26,10 @@ def run_check(args) -> int:
     matrix = load_matrix(args.matrix)
     inventory = load_inventory(args.hosts, set(matrix.hardware))
     unfit = 0
+    if inventory.slurm is not None:
+        from dayzero.lab.slurm import print_check
+
+        slurm_problems = print_check(inventory)
     for host in inventory.hosts:
         engines = {
             card.engine.name: card.engine.version_command
@@ -51,5 +55,6 @@ def run_check(args) -> int:
             print(f"{'':<16} engine {engine}: {version}")
         for problem in facts.problems:
             print(f"{'':<16} problem: {problem}")
-    print(f"\n{len(inventory.hosts) - unfit} of {len(inventory.hosts)} host(s) fit", file=sys.stderr)
-    return 1 if unfit else 0
+    if inventory.hosts:
+        print(f"\n{len(inventory.hosts) - unfit} of {len(inventory.hosts)} host(s) fit", file=sys.stderr)
+    return 1 if unfit or (inventory.slurm is not None and slurm_problems) else 0

@@ -1,0 +1,103 @@
+"""The Slurm backend (dayzero/lab/slurm.py) against a real slurmctld with two nodes (tools/testbed slurm)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from dayzero.errors import InfrastructureError
+from dayzero.lab.slurm import Slurm, check_lines, job_name, submit_argv
+from dayzero.lab.transport.local import LocalTransport
+from dayzero.spec.inventory import SlurmHardware, load_inventory
+
+from .conftest import REPO
+from .slurm_bed import slurm_bed  # noqa: F401 - fixture
+
+GPU = SlurmHardware("h200", gres="gpu:h200:2", accelerators=2)
+
+
+@pytest.fixture
+def slurm(slurm_bed):  # noqa: F811
+    cluster = load_inventory(slurm_bed.inventory).slurm
+    return Slurm(cluster, LocalTransport(cluster.login))
+
+
+def _squeue(bed) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], env=bed.env, capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def test_hosts_check_lists_nodes_states_and_gres(slurm):
+    nodes = slurm.nodes()
+    assert [(n.name, n.state, n.gres, n.partitions) for n in nodes] == [
+        ("n1", "idle", "gpu:h200:2", ("debug",)),
+        ("n2", "idle", "gpu:h200:2", ("debug",)),
+    ]
+    lines, problems = check_lines(slurm.cluster, nodes)
+    assert problems == 0 and "cpu: 2 of 2 node(s) usable in debug (no gres)" in lines
+
+
+def test_two_node_job_runs_a_role_per_node_and_scancel_empties_the_queue(slurm, slurm_bed, tmp_path):  # noqa: F811
+    states = []
+    name = job_name("run-1", "smollm2-135m/cpu/low_latency/baseline")
+    with slurm.allocation(GPU, 2, name, wait=30, on_state=lambda s, r: states.append(s)) as alloc:
+        assert alloc.nodes == ("n1", "n2") and states[-1] == "RUNNING"
+        jobs = subprocess.run(["squeue", "-h", "-o", "%j"], env=slurm_bed.env, capture_output=True, text=True)
+        assert name in jobs.stdout.split()
+        procs = []
+        for node in alloc.nodes:
+            out = tmp_path / f"{node}.txt"
+            cmd = f'bash -c "echo $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES $ROLE > {out}; exec sleep 300"'
+            log = str(tmp_path / f"{node}.log")
+            procs.append(slurm.launch(alloc, node, cmd, log_path=log, env={"ROLE": node}))
+        deadline = time.monotonic() + 30
+        while not all((tmp_path / f"{n}.txt").exists() for n in alloc.nodes):
+            assert time.monotonic() < deadline, [slurm.transport.tail(p.log_path) for p in procs]
+            time.sleep(0.2)
+        assert (tmp_path / "n2.txt").read_text().split() == ["n2", "0,1", "n2"]
+        slurm.transport.kill(procs[0], grace=5)
+        assert not slurm.transport.alive(procs[0]) and slurm.transport.alive(procs[1])
+    assert _squeue(slurm_bed) == []
+    assert not slurm.transport.alive(procs[1]), "scancel ends the job's other steps"
+    assert slurm_bed.stepds() == [], "no slurmstepd left"
+
+
+def test_a_job_never_granted_gives_up_reports_pending_and_is_cancelled(slurm, slurm_bed):  # noqa: F811
+    with slurm.allocation(GPU, 2, "dayzero:test:holder", wait=30) as holder:
+        states = []
+        pending = r"not granted within 2s: PENDING \((Resources|Priority)\)"
+        gave_up = pytest.raises(InfrastructureError, match=pending)
+        waiter = slurm.allocation(GPU, 1, "dayzero:test:wait", wait=2, on_state=lambda s, _: states.append(s))
+        with gave_up, waiter:
+            pytest.fail("granted while every node is held")
+        assert states == ["PENDING"] and _squeue(slurm_bed) == [holder.job_id]
+    assert _squeue(slurm_bed) == []
+
+
+def test_submit_argv_carries_partition_account_qos_gres_and_exclusive():
+    cluster = load_inventory(REPO / "hosts" / "slurm.example.yaml").slurm
+    argv = submit_argv(cluster, cluster.for_hardware("gb300"), 2, "dayzero:r:c", exclude=("bad1",))
+    text = " ".join(argv)
+    for part in (
+        *("--nodes 2", "--partition nvl72", "--account inference-qa", "--qos normal", "--time 2:00:00"),
+        *("--gres gpu:gb300:4", "--constraint nvl72", "--exclusive", "--exclude bad1"),
+        "--job-name dayzero:r:c",
+    ):
+        assert part in text, part
+    assert job_name("r 1", "a/b,c") == "dayzero:r_1:a/b_c"
+
+
+def test_dayzero_hosts_check_on_a_slurm_inventory(slurm_bed, tmp_path):  # noqa: F811
+    import sys
+
+    cli = [sys.executable, "-m", "dayzero.cli", "--matrix", str(REPO / "matrix"), "hosts", "check", "--hosts"]
+    out = subprocess.run([*cli, str(slurm_bed.inventory)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "n1" in out.stdout and "idle" in out.stdout and "gres gpu:h200:2" in out.stdout
+    assert "cpu: 2 of 2 node(s) usable in debug" in out.stdout
+    broken = tmp_path / "inv.yaml"
+    broken.write_text(slurm_bed.inventory.read_text().replace("partition: debug", "partition: gpu"))
+    out = subprocess.run([*cli, str(broken)], capture_output=True, text=True)
+    assert out.returncode == 1 and "partition 'gpu' not found" in out.stdout, out.stdout + out.stderr
