@@ -64,7 +64,7 @@ def summary(name: str, samples: list[float]) -> str:
 def bench(inventory_path: Path, host_name: str, n: int, warmup: int) -> None:
     inventory = load_inventory(inventory_path)
     host = inventory.host(host_name)
-    remote = ssh._wrap("true")  # exactly the line SSHTransport sends for run("true")
+    remote = ssh.channel.wrap("true")  # exactly the line SSHTransport sends for run("true")
     transport = ssh.SSHTransport(host, inventory)
     with ExitStack() as stack:
         control_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="dzcm-"))  # short: socket path

@@ -1,0 +1,165 @@
+"""The connection pool: one paramiko connection per (process, target, trust settings).
+
+- A handshake costs tens of milliseconds, a channel on an open connection well under one, so every
+  `SSHTransport` of a host shares its connection; dead ones are replaced on the next use.
+  At most `MAX_SESSIONS` channels are open at once per connection (OpenSSH's MaxSessions).
+- paramiko does not follow ProxyJump: a jump is a `direct-tcpip` channel on the jump host's
+  (pooled) connection, passed as `sock=`; chains nest the same way.
+- TCP_NODELAY: without it, each small request waits for a delayed ACK (~40 ms per command).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+
+import paramiko
+
+from dayzero.errors import InfrastructureError
+from dayzero.lab.transport.ssh.config import SshTarget
+from dayzero.lab.transport.ssh.hostkeys import Trust, TrustPolicy, changed_key_error
+
+log = logging.getLogger(__name__)
+
+MAX_SESSIONS = 10  # OpenSSH's default MaxSessions: channels beyond it are refused
+KEEPALIVE_S = 15
+CONNECT_TIMEOUT_S = 15.0
+
+
+@dataclass
+class Connection:
+    """A live client and the semaphore that keeps its open sessions under MaxSessions."""
+
+    client: paramiko.SSHClient
+    sessions: threading.BoundedSemaphore = field(
+        default_factory=lambda: threading.BoundedSemaphore(MAX_SESSIONS)
+    )
+
+    @property
+    def transport(self) -> paramiko.Transport:
+        return self.client.get_transport()
+
+    def active(self) -> bool:
+        transport = self.client.get_transport()
+        return transport is not None and transport.is_active()
+
+
+class _Pool:
+    """Connections of this process, keyed by (target, trust); reconnects ones that died."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._connections: dict[tuple[SshTarget, Trust], Connection] = {}
+        self._key_locks: dict[tuple[SshTarget, Trust], threading.Lock] = {}
+
+    def get(self, target: SshTarget, trust: Trust) -> Connection:
+        key = (target, trust)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # one handshake per host at a time; other hosts connect in parallel
+            conn = self._connections.get(key)
+            if conn is not None and conn.active():
+                return conn
+            if conn is not None:
+                log.info("%s: connection lost, reconnecting", target.describe())
+                conn.client.close()
+            conn = _connect(target, trust, self)
+            with self._lock:
+                self._connections.pop(key, None)
+                self._connections[key] = conn  # after its jumps, so close_all closes it first
+            return conn
+
+    def close_all(self) -> None:
+        with self._lock:
+            connections = list(self._connections.values())
+            self._connections.clear()
+        for conn in reversed(connections):  # targets before the jump hosts that carry them
+            conn.client.close()
+
+    def forget(self) -> None:
+        """In a forked child: the parent owns these sockets and their threads did not survive."""
+        self._lock = threading.Lock()
+        self._connections = {}
+        self._key_locks = {}
+
+
+POOL = _Pool()
+os.register_at_fork(after_in_child=POOL.forget)
+atexit.register(POOL.close_all)  # paramiko warns that unclosed clients can hang interpreter exit
+
+
+def close_all() -> None:
+    """Close every pooled connection of this process (later transports reconnect)."""
+    POOL.close_all()
+
+
+def _tunnel(target: SshTarget, trust: Trust, pool: _Pool) -> paramiko.Channel:
+    """A `direct-tcpip` channel from the jump host to the target: what OpenSSH's -J does."""
+    hop = pool.get(target.jump, trust)
+    try:
+        return hop.transport.open_channel(
+            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=CONNECT_TIMEOUT_S
+        )
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        raise InfrastructureError(
+            f"{target.describe()}: jump host {target.jump.label} could not open a tunnel to "
+            f"{target.hostname}:{target.port}: {exc or type(exc).__name__}"
+        ) from None
+
+
+def _client(target: SshTarget, trust: Trust) -> paramiko.SSHClient:
+    client = paramiko.SSHClient()
+    if trust.known_hosts.exists():
+        try:
+            client.load_system_host_keys(str(trust.known_hosts))  # read-only: never saved back
+        except (OSError, paramiko.SSHException) as exc:
+            raise InfrastructureError(
+                f"{target.describe()}: cannot read {trust.known_hosts}: {exc}"
+            ) from None
+    client.set_missing_host_key_policy(TrustPolicy(target, trust))
+    return client
+
+
+def _connect(target: SshTarget, trust: Trust, pool: _Pool) -> Connection:
+    sock = _tunnel(target, trust, pool) if target.jump is not None else None
+    client = _client(target, trust)
+    where = target.describe()
+    try:
+        client.connect(
+            target.hostname,
+            target.port,
+            username=target.user,
+            key_filename=list(target.identities) or None,
+            allow_agent=target.use_agent,
+            look_for_keys=not target.identities,
+            timeout=CONNECT_TIMEOUT_S,
+            banner_timeout=CONNECT_TIMEOUT_S,
+            auth_timeout=CONNECT_TIMEOUT_S,
+            sock=sock,
+        )
+    except InfrastructureError:
+        client.close()
+        raise
+    except paramiko.BadHostKeyException as exc:
+        client.close()
+        raise changed_key_error(target, trust, exc) from None
+    except paramiko.AuthenticationException as exc:
+        client.close()
+        tried = ", ".join([*(f"identity {p}" for p in target.identities), "ssh-agent keys"])
+        raise InfrastructureError(
+            f"{where}: authentication failed ({exc}); the server accepted none of: {tried}. "
+            f"Check `identity` (or IdentityFile in ssh config) and the host's authorized_keys."
+        ) from None
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        client.close()
+        raise InfrastructureError(f"{where}: cannot connect: {exc or type(exc).__name__}") from None
+    transport = client.get_transport()
+    transport.set_keepalive(KEEPALIVE_S)
+    if isinstance(transport.sock, socket.socket):  # a jump's channel rides on its own socket
+        transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    log.debug("%s: connected", where)
+    return Connection(client)
