@@ -80,5 +80,7 @@ def test_options_work_in_space_form_with_a_path_outside_the_repository(tmp_path)
     for form in (["--hosts", str(inventory), "--reports", str(reports)], [f"--hosts={inventory}"]):
         result = run_pytest("-m", "cpu", *form, "--dry-run", "-q")
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-        assert "240 deselected" in result.stdout and result.stdout.count("elsewhere") >= 4, result.stdout[-3000:]
+        assert "240 deselected" in result.stdout and result.stdout.count("elsewhere") >= 4, result.stdout[
+            -3000:
+        ]
         assert "tests/test_" not in result.stdout, "only the suites are collected (the ini's testpaths)"
