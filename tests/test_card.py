@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
+import yaml
 
 from dayzero.errors import ConfigError
 from dayzero.spec.card import GoldenPolicy, Probe, floors_for, gates_for, rules_for
@@ -60,6 +63,31 @@ def test_rules_are_selected_per_cell_at_the_modes_concurrency():
     assert rules_for(card, high) == []
     (rule,) = rules_for(card, spec)
     assert rule.workloads == ("chat-code", "chat-prose") and rule.concurrency == 4 and rule.num_prompts == 6
+
+
+def test_floors_that_would_share_a_name_are_told_apart_by_what_differs(tmp_path):
+    """Check names key nightly comparisons and the checker's recheck: two floors of one cell on one
+    metric, workload and concurrency must not collapse into one name."""
+    matrix_dir = tmp_path / "matrix"
+    shutil.copytree(REPO / "matrix", matrix_dir)
+    card_path = matrix_dir / "models" / "smollm2-135m.yaml"
+    data = yaml.safe_load(card_path.read_text())
+    same = {"when": {"mode": "low_latency"}, "metric": "output_throughput", "concurrency": 1, "min": 1}
+    data["floors"] += [
+        same | {"max_tokens": 8},
+        same | {"max_tokens": 12},
+        same | {"max_tokens": 12, "min": 2},
+    ]
+    card_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    matrix = load_matrix(matrix_dir)
+    low = matrix.cell(SMOL.format(mode="low_latency", strategy="baseline"))
+    names = [f.name for f in floors_for(matrix.cards["smollm2-135m"], low)]
+    assert names[2:] == [
+        "floor:output_throughput@default/c1/len8",
+        "floor:output_throughput@default/c1/len12-#1",
+        "floor:output_throughput@default/c1/len12-#2",
+    ]
+    assert len(set(names)) == len(names) and names[0] == "floor:output_throughput@random-64-32/c1"
 
 
 @pytest.mark.parametrize(

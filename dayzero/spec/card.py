@@ -168,6 +168,7 @@ class Floor:
     max_tokens: int = 64  # output length of the default workload
     num_prompts: int | None = None
     repetitions: int | None = None
+    label: str = ""  # set by floors_for only where two floors of a cell would share a name
 
     @property
     def key(self) -> str:
@@ -177,7 +178,8 @@ class Floor:
 
     @property
     def name(self) -> str:
-        return f"floor:{self.key}@{self.workload}/c{self.concurrency}"
+        base = f"floor:{self.key}@{self.workload}/c{self.concurrency}"
+        return f"{base}/{self.label}" if self.label else base
 
     # older cards and callers speak of `min`
     @property
@@ -294,8 +296,34 @@ def _select(card: ModelCard, rules: tuple[Rule[T], ...], cell: Cell) -> list[T]:
 
 
 def floors_for(card: ModelCard, cell: Cell) -> list[Floor]:
-    """The cell's floors; a list of concurrencies is a sweep and gives one floor per point."""
-    return _select(card, card.floors, cell)
+    """The cell's floors; a list of concurrencies is a sweep and gives one floor per point.
+    A check is known by its name (nightly comparisons, the submission checker), so floors that
+    would share one are told apart by what differs: direction, output length, prompt count."""
+    floors = _select(card, card.floors, cell)
+    names = [f.name for f in floors]
+    return [
+        _labelled(f, [g for g in floors if g.name == f.name]) if names.count(f.name) > 1 else f
+        for f in floors
+    ]
+
+
+def _labelled(floor: Floor, namesakes: list[Floor]) -> Floor:
+    parts = []
+    if len({g.direction for g in namesakes}) > 1:
+        parts.append(floor.direction)
+    if len({g.max_tokens for g in namesakes}) > 1:
+        parts.append(f"len{floor.max_tokens}")
+    if len({g.num_prompts for g in namesakes}) > 1:
+        parts.append(f"n{floor.num_prompts}")
+    same = [
+        g
+        for g in namesakes
+        if (g.direction, g.max_tokens, g.num_prompts)
+        == (floor.direction, floor.max_tokens, floor.num_prompts)
+    ]
+    if len(same) > 1:
+        parts.append(f"#{next(i for i, g in enumerate(same) if g is floor) + 1}")
+    return replace(floor, label="-".join(parts))
 
 
 def gates_for(card: ModelCard, cell: Cell) -> list[AccuracyGate]:
