@@ -21,7 +21,7 @@ TOOLS = str(REPO / "tools")  # where `devlab.stub` lives (development tooling, n
 
 
 def stub_card(*, model: str = "stubby", env: dict | None = None, echo_env: bool = False) -> dict:
-    serve = [sys.executable, "-m", "devlab.stub", "--port", "{port}", "--ttft", "{ttft}"]
+    serve = [sys.executable, "-m", "devlab.stub", "--port", "{port}", "--ttft", "{ttft}", "--metrics"]
     command = (
         ["sh", "-c", 'env; echo "setup: $DZ_SETUP_SEEN"; exec "$@"', "stub", *serve] if echo_env else serve
     )

@@ -142,7 +142,13 @@ def endpoint(stub: StubServer, kept: dict) -> Endpoint:
         kept[phase] = answer
         return f"records/{phase}.json"
 
-    return Endpoint(url=stub.url, client=client, keep=keep, say=lambda m: None)
+    return Endpoint(
+        url=stub.url,
+        client=client,
+        keep=keep,
+        say=lambda m: None,
+        meters=(("server[0]@local", stub.url + "/metrics"),),  # read around every phase
+    )
 
 
 def test_measure_workload_repeats_and_marks_saturated_runs_invalid():

@@ -21,6 +21,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from dayzero.run.records import is_records_file
+
 from .submission_corpus.lab import VENDOR, Lab, make_lab
 from .submission_corpus.tarkit import Member, edit_json, read_members, resign, write_members
 
@@ -246,7 +248,7 @@ def record_kind(name: str) -> str:
 
 
 def material_record_edits(members: dict[str, bytes]) -> list[tuple[str, str]]:
-    names = sorted(n for n in members if "/records/" in n)
+    names = sorted(n for n in members if is_records_file(n))
     return [(name, op) for name in names for op in MATERIAL[record_kind(name)]]
 
 
@@ -294,7 +296,7 @@ def test_consistent_record_mutations_are_never_accepted(lab, data):
     from .submission_corpus.hostile import recomputed, scale_times
 
     members = read_members(lab.bundle)
-    name = data.draw(st.sampled_from(sorted(n for n in members if "/records/" in n)))
+    name = data.draw(st.sampled_from(sorted(n for n in members if is_records_file(n))))
     op = data.draw(st.sampled_from(CONSISTENT_EDITS))
     doc = json.loads(members[name])
     records = doc["records"]

@@ -12,7 +12,6 @@ from dayzero.checks.speculative import (
     check_acceptance,
     counters,
     parse_prometheus,
-    sglang_accept_length,
     source_for,
 )
 from dayzero.errors import ConfigError
@@ -164,7 +163,7 @@ def test_prometheus_counters_are_summed_over_labels():
     assert counters("llama.cpp", METRICS) == SpecCounters(10, 40, 15)
     assert counters("llama.cpp", "llamacpp:tokens_predicted_total 5\n") is None
     assert source_for("llama.cpp") == ("llama.cpp", "/metrics")
-    assert source_for("SGLang") == ("sglang", "/server_info")
+    assert source_for("SGLang") == ("sglang", "/metrics")  # counters, not /server_info's average
 
 
 def test_acceptance_length_is_the_diff_around_the_run():
@@ -177,12 +176,13 @@ def test_acceptance_length_is_the_diff_around_the_run():
     low = check_acceptance("chat-prose", "prose", "llama.cpp", before, before, [], bound=1.2)
     assert not low.passed and "no drafts made" in low.message and "below 1.2" in low.message
     none = check_acceptance("w", "code", "llama.cpp", None, None, [], bound=None)
-    assert not none.passed and "no speculative counters" in none.message
+    assert not none.passed and "counters could not be read" in none.message
 
 
-def test_sglang_reports_a_cumulative_average():
-    info = {"internal_states": [{"avg_spec_accept_length": 2.4}]}
-    assert sglang_accept_length(info) == 2.4
-    assert sglang_accept_length({"decode": [info]}) == 2.4
-    r = check_acceptance("w", "code", "sglang", None, 2.4, [], bound=None)
-    assert r.passed and r.measured == 2.4 and "cumulative" in r.details["note"]
+def test_sglang_acceptance_unread_is_failed_never_a_since_start_average():
+    """SGLang's /server_info average is cumulative since start: no longer read. Without counters
+    on both sides of the run the check fails (issue 11 item 5: fail closed)."""
+    r = check_acceptance("w", "code", "sglang", None, None, [], bound=None)
+    assert not r.passed and r.measured is None and "could not be read" in r.message
+    half = check_acceptance("w", "code", "sglang", SpecCounters(4, 12, 4), None, [], bound=None)
+    assert not half.passed

@@ -2,19 +2,20 @@
 
 Acceptance length is a health canary: a numerics bug in the target or the draft drops it sharply
 while throughput may still pass a loose floor. Counters are cumulative since the server started,
-so each workload runs alone between two reads and only the difference is reported:
-accept length = 1 + accepted tokens / drafts (verification steps). llama.cpp and vLLM expose
-Prometheus counters at /metrics; SGLang reports a cumulative average in /server_info, which can
-only be read as-is (stated in the result).
+so each workload runs alone between two reads of /metrics (the phase's snapshots, kept next to
+its records) and only the difference is reported: accept length = 1 + accepted tokens / drafts
+(verification steps). llama.cpp and vLLM publish draft and accepted-token counters; SGLang
+publishes verification calls and generated tokens (`dayzero.checks.server_metrics`), whose ratio
+is its own accept length. Counters that cannot be read fail the check: never a pass on no data.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dayzero.checks import FAILED, PASSED, CheckResult
+from dayzero.checks.server_metrics import parse_prometheus, readable, totals
 
 PROMETHEUS = {
     # engine name in the model card -> (drafts, draft tokens, accepted tokens) counter names
@@ -29,31 +30,16 @@ PROMETHEUS = {
         "vllm:spec_decode_num_accepted_tokens_total",
     ),
 }
-SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
 def source_for(engine: str) -> tuple[str, str]:
     """(kind, path) where the engine publishes speculative counters."""
     name = engine.lower()
     if name.startswith("sglang"):
-        return "sglang", "/server_info"
+        return "sglang", "/metrics"
     if name.startswith("vllm"):
         return "vllm", "/metrics"
     return "llama.cpp", "/metrics"
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Sample values summed over label sets (several engines or ranks report one series each)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        match = SAMPLE.match(line.strip())
-        if not match or line.startswith("#"):
-            continue
-        try:
-            out[match.group(1)] = out.get(match.group(1), 0.0) + float(match.group(3))
-        except ValueError:
-            continue
-    return out
 
 
 @dataclass(frozen=True)
@@ -77,6 +63,8 @@ class SpecCounters:
 
 
 def counters(kind: str, text: str) -> SpecCounters | None:
+    if kind == "sglang":
+        return _sglang_counters(text)
     names = PROMETHEUS.get(kind)
     if names is None:
         return None
@@ -86,14 +74,30 @@ def counters(kind: str, text: str) -> SpecCounters | None:
     return SpecCounters(*(values.get(n, 0.0) for n in names))
 
 
-def sglang_accept_length(server_info: Mapping) -> float | None:
-    """SGLang's cumulative `avg_spec_accept_length` (behind a PD router: under decode[0])."""
-    info = server_info
-    if "decode" in info and info["decode"]:
-        info = info["decode"][0]
-    states = info.get("internal_states") or [{}]
-    value = states[0].get("avg_spec_accept_length")
-    return float(value) if value is not None else None
+def _sglang_counters(text: str) -> SpecCounters | None:
+    """SGLang: verification calls are the drafts; generated tokens less one bonus token per call
+    are the accepted ones, so 1 + accepted / drafts is SGLang's generated / verify calls."""
+    t = totals("sglang", text)
+    if t is None:
+        return None
+    steps = parse_prometheus(text).get("sglang:spec_num_draft_tokens")  # a gauge: tokens per step
+    calls = t.verify_calls or 0.0
+    return SpecCounters(calls, calls * (steps - 1) if steps else 0.0, t.generated - calls)
+
+
+def from_snapshots(kind: str, snapshots) -> SpecCounters | None:
+    """The counters of one /metrics snapshot of every target added up (every engine of a
+    multi-role cell); None when there is none or one could not be read."""
+    out = SpecCounters()
+    snapshots = list(snapshots or ())
+    for snap in snapshots:
+        c = counters(kind, snap["body"]) if readable(snap) else None
+        if c is None:
+            return None
+        out = SpecCounters(
+            out.drafts + c.drafts, out.draft_tokens + c.draft_tokens, out.accepted + c.accepted
+        )
+    return out if snapshots else None
 
 
 def from_timings(records: Sequence[Mapping]) -> dict:
@@ -111,19 +115,18 @@ def check_acceptance(
     workload: str,
     tag: str,
     kind: str,
-    before: SpecCounters | float | None,
-    after: SpecCounters | float | None,
+    before: SpecCounters | None,
+    after: SpecCounters | None,
     records: Sequence[Mapping],
     bound: float | None,
 ) -> CheckResult:
-    """One workload's acceptance length; fails below the card's bound or with request errors."""
+    """One workload's acceptance length from the counters' difference; fails below the card's
+    bound, with request errors, or when the counters could not be read (never a pass on no data)."""
     name = f"speculative:accept_length@{workload}"
     errors = sum(1 for r in records if r.get("error"))
     details: dict = {"workload": workload, "tag": tag, "source": kind, "timings": from_timings(records)}
-    if kind == "sglang":
-        length = after if isinstance(after, float) else None
-        details["note"] = "SGLang avg_spec_accept_length is cumulative since server start"
-    elif isinstance(before, SpecCounters) and isinstance(after, SpecCounters):
+    length = None
+    if isinstance(before, SpecCounters) and isinstance(after, SpecCounters):
         delta = after - before
         length = delta.accept_length
         details.update(
@@ -134,16 +137,14 @@ def check_acceptance(
                 "acceptance_rate": delta.acceptance_rate,
             }
         )
-    else:
-        length = None
     problems = []
     if errors:
         problems.append(f"{errors} request error(s)")
-    if length is None and kind != "sglang" and not isinstance(after, SpecCounters):
-        problems.append("the server publishes no speculative counters")
+    if not isinstance(after, SpecCounters) or not isinstance(before, SpecCounters):
+        problems.append("the server's speculative counters could not be read before and after")
     if bound is not None and (length or 1.0) < bound:
         problems.append(f"accept length {length or 1.0:.3f} below {bound:g}")
-    if length is None and isinstance(after, SpecCounters):
+    if length is None and isinstance(after, SpecCounters) and isinstance(before, SpecCounters):
         shown = "no drafts made (accept length 1.0)"
     elif length is None:
         shown = "accept length unknown"

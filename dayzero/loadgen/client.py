@@ -395,6 +395,17 @@ def run_phase(spec, items, concurrency, processes):
     return outs, records
 
 
+def _usage_totals(records):
+    """Token totals the server reported for these requests (usage of each answer)."""
+    totals = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+    for r in records:
+        usage = r.get("usage") or {}
+        totals["prompt_tokens"] += usage.get("prompt_tokens") or 0
+        totals["completion_tokens"] += usage.get("completion_tokens") or 0
+        totals["cached_tokens"] += (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return totals
+
+
 def run_load(spec):
     """Warm-up (not recorded), then the measured phase; raw records and per-process self-checks."""
     concurrency = spec.get("concurrency", 1)
@@ -417,6 +428,9 @@ def run_load(spec):
             "errors": len(errors),
             "first_error": errors[0] if errors else None,
             "wall_s": round(now() - t0, 3),
+            # the server's /metrics count warm-up requests too: their totals balance the account
+            "usage": _usage_totals(warm),
+            "e2e_s": round(sum(r["end"] - r["send"] for r in warm if r.get("end") is not None), 6),
         }
     out["start"] = now()
     procs, records = run_phase(

@@ -22,9 +22,10 @@ from pathlib import Path
 import allure
 
 from dayzero import __version__, atomic, evidence
-from dayzero.checks import FAILED, CheckResult
+from dayzero.checks import FAILED, NOT_MEASURED, CheckResult
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.performance import INVALID
+from dayzero.checks.speculative import source_for
 from dayzero.clock import now_iso
 from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.lab.deploy import Deployment, run_client
@@ -34,7 +35,7 @@ from dayzero.lab.transport import Transport, network_address
 from dayzero.redact import redact, redact_file
 from dayzero.report.allure_cell import attach_story
 from dayzero.run import plan, records
-from dayzero.run.phases import Endpoint, run_all
+from dayzero.run.phases import Endpoint, metered, run_all
 from dayzero.run.preview import launch_text
 from dayzero.spec.goldens import Golden, load_golden, save_golden
 from dayzero.spec.inventory import Host, Inventory
@@ -156,6 +157,18 @@ def engine_version(ctx: RunContext, cell: Cell, held: Held) -> str:
     return facts.engine_versions.get(engine, "unknown") if facts else "unknown"
 
 
+def version_check(version: str) -> CheckResult | None:
+    """An engine version that could not be read is not measured: such a cell is never Verified."""
+    if version and version != "unknown":
+        return None
+    return CheckResult(
+        "engine:version",
+        "health",
+        NOT_MEASURED,
+        "the engine's version could not be read on the host (version_command)",
+    )
+
+
 def deployment(ctx: RunContext, cell: Cell, recipe: Recipe, held: Held) -> Deployment:
     """The deployment of a rendered recipe on the held hosts (nothing started yet)."""
     return Deployment(
@@ -178,28 +191,28 @@ def deploy(dep: Deployment) -> None:
 
 
 def probe(
-    ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool, version: str = "unknown"
+    ctx: RunContext, cell: Cell, ep: Endpoint, record_goldens: bool, version: str = "unknown"
 ) -> list[CheckResult]:
     """Probe answers checked against the card's expectations and, unless recording, the goldens."""
     with allure.step("correctness: probes and goldens"):
-        return _probe(ctx, cell, dep, record_goldens, version)
+        return _probe(ctx, cell, ep, record_goldens, version)
 
 
 def _probe(
-    ctx: RunContext, cell: Cell, dep: Deployment, record_goldens: bool, version: str
+    ctx: RunContext, cell: Cell, ep: Endpoint, record_goldens: bool, version: str
 ) -> list[CheckResult]:
     probe_plan = plan.probes(ctx.matrix.card(cell), cell)
     if not probe_plan.probes:
         return []
     spec = {
         "action": "requests",
-        "url": dep.url,
+        "url": ep.url,
         "concurrency": probe_plan.concurrency,
         "requests": probe_plan.requests(),
     }
-    answer = run_client(dep.endpoint_transport(), spec, timeout=600)
+    answer, _ = metered(ep, probe_plan.phase, lambda: ep.client(spec, 600))
     got = answer["records"]
-    dep.check_alive()
+    ep.alive()
     save_records(ctx, cell, probe_plan.phase, answer)
     texts = {r["id"]: r["text"] for r in got}
     checks = [check_probe(p, r["text"], r["error"]) for p, r in zip(probe_plan.probes, got, strict=True)]
@@ -216,7 +229,7 @@ def _probe(
                 expected,
                 texts[p.id],
                 provenance,
-                recipe_digest=dep.recipe.digest,
+                recipe_digest=ep.recipe_digest,
                 engine_version=version,
                 missing=probe_plan.missing_verdict,
             )
@@ -240,7 +253,7 @@ def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
 
 
 def measure(
-    ctx: RunContext, cell: Cell, dep: Deployment, accelerators: int, checks: list[CheckResult]
+    ctx: RunContext, cell: Cell, ep: Endpoint, accelerators: int, checks: list[CheckResult]
 ) -> list[CheckResult]:
     """Performance floors, accuracy gate and speculative acceptance (`dayzero.run.phases`), appended
     to `checks` as they are made; raw client answers are kept under records/<phase>.json.
@@ -248,21 +261,44 @@ def measure(
     An invalid measurement (the client, not the server, was the bottleneck) is a lab fault:
     InfrastructureError, so the cell is broken rather than failed.
     """
-    endpoint = Endpoint(
-        url=dep.url,
-        client=lambda spec, timeout: run_client(dep.endpoint_transport(), spec, timeout=timeout),
-        keep=lambda phase, answer: str(save_records(ctx, cell, phase, answer).relative_to(ctx.reports_dir)),
-        alive=dep.check_alive,
-        say=ctx.say,
-        attach=_attach_json,
-        step=allure.step,
-    )
     suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
-    run_all(ctx.matrix.card(cell), cell, endpoint, accelerators, suites, into=checks)
+    run_all(ctx.matrix.card(cell), cell, ep, accelerators, suites, into=checks)
     invalid = [c for c in checks if c.verdict == INVALID]
     if invalid:
         raise InfrastructureError(f"{invalid[0].name}: {invalid[0].message}")
     return checks
+
+
+METRICS_FLAGS = {"--metrics", "--enable-metrics"}  # llama-server's, SGLang's
+
+
+def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
+    """How the phases reach the deployment: its client, where records and /metrics snapshots go
+    (every launch's /metrics, read from the endpoint's host), liveness and reporting."""
+    kind = source_for(ctx.matrix.card(cell).engine.name)[0]
+    folder = ctx.reports_dir
+
+    def keep_metrics(phase: str, doc: dict) -> str:
+        path = folder / records.metrics_path(ctx.run_id, cell.id, phase)
+        return str(atomic.write_json(path, doc, indent=None, sort_keys=False).relative_to(folder))
+
+    return Endpoint(
+        url=dep.url,
+        client=lambda spec, timeout: run_client(dep.endpoint_transport(), spec, timeout=timeout),
+        keep=lambda phase, answer: str(save_records(ctx, cell, phase, answer).relative_to(folder)),
+        alive=dep.check_alive,
+        say=ctx.say,
+        attach=_attach_json,
+        step=allure.step,
+        meters=tuple(
+            (f"{x.role}[{x.rank}]@{x.host}", f"http://{x.address}:{x.port}/metrics")
+            for x in dep.recipe.launches
+            if x.rank == 0 and METRICS_FLAGS & set(x.argv)  # engines serving /metrics (not routers)
+        ),
+        keep_metrics=keep_metrics,
+        engine=kind,
+        recipe_digest=dep.recipe.digest,
+    )
 
 
 def teardown(ctx: RunContext, cell: Cell, dep: Deployment) -> list[Path]:
@@ -322,11 +358,14 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
         dep = deployment(ctx, cell, run.recipe, held)
         try:
             deploy(dep)
-            run.checks += probe(ctx, cell, dep, record_goldens, run.version)
+            ep = endpoint(ctx, cell, dep)
+            run.checks += probe(ctx, cell, ep, record_goldens, run.version)
             if record_goldens:
                 record_golden(ctx, cell, run)
             else:
-                measure(ctx, cell, dep, sum(h.accelerators for h in held.hosts), run.checks)
+                measure(ctx, cell, ep, sum(h.accelerators for h in held.hosts), run.checks)
+                if (unknown := version_check(run.version)) is not None:
+                    run.checks.append(unknown)
         finally:
             run.logs = teardown(ctx, cell, dep)
         if any(c.verdict == FAILED for c in run.checks):  # not measured keeps the cell Pending instead

@@ -3,26 +3,29 @@
 `dayzero.run.cell.measure` calls `run_all` once the deployment is ready. Every phase sends what
 the request plan says (`dayzero.run.plan`) through the host client (`Endpoint.client`), keeps the
 client's raw answer under its record name (`Endpoint.keep`), and turns it into checks with the
-pure functions of `dayzero.checks`. The protocol (repetitions, prompts per concurrency, warm-up,
-client processes) comes from the model card, so a CPU card can budget a short run and a B300
-card the full one.
+pure functions of `dayzero.checks`. Around every phase the server's own `/metrics` are read
+(`metered`) and kept next to its records (`Endpoint.keep_metrics`): a second account of what the
+phase cost the server, and the counters speculative acceptance is computed from. Metrics that
+cannot be read leave a not-measured check (`engine:metrics`), so such a cell is never Verified.
+The protocol (repetitions, prompts per concurrency, warm-up, client processes) comes from the
+model card, so a CPU card can budget a short run and a B300 card the full one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dayzero.checks import CheckResult
+from dayzero.checks import NOT_MEASURED, CheckResult
 from dayzero.checks.accuracy import check_accuracy
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import run_summary, saturation
 from dayzero.checks.performance import check_floor
-from dayzero.checks.speculative import check_acceptance, counters, sglang_accept_length, source_for
+from dayzero.checks.server_metrics import summed
+from dayzero.checks.speculative import check_acceptance, from_snapshots, source_for
 from dayzero.run import plan
 from dayzero.run.plan import MeasurementPlan
 from dayzero.spec.card import ModelCard
@@ -42,6 +45,56 @@ class Endpoint:
     say: Callable[[str], None] = print
     attach: Callable[[str, Any], None] = lambda name, data: None
     step: Callable[[str], Any] = field(default=lambda title: contextlib.nullcontext())
+    meters: tuple[tuple[str, str], ...] = ()  # (launch, its /metrics url): read around every phase
+    keep_metrics: Callable[[str, dict], str] = lambda phase, doc: ""
+    engine: str = "llama.cpp"  # whose counters the metrics are (`source_for` kind)
+    recipe_digest: str = ""
+    unread: list[str] = field(default_factory=list)  # phases whose metrics could not be read
+
+
+def snapshot(ep: Endpoint) -> list[dict]:
+    """Every target's /metrics as the server printed it (raw: the checker parses it itself)."""
+    out = []
+    for target, url in ep.meters:
+        answer = ep.client({"action": "get", "url": url, "timeout": 30}, 60)
+        status = answer.get("status")
+        out.append(
+            {
+                "target": target,
+                "url": url,
+                "status": status,
+                "body": answer.get("body") if status == 200 else "",
+                "error": answer.get("error") or (None if status == 200 else f"HTTP {status}"),
+            }
+        )
+    return out
+
+
+def metered(ep: Endpoint, phase: str, send: Callable[[], dict]) -> tuple[dict, dict]:
+    """`send()` between two reads of the server's metrics; the snapshots are kept next to the
+    phase's records. Returns (the client's answer, the snapshots)."""
+    before = snapshot(ep)
+    answer = send()
+    doc = {"phase": phase, "source": ep.engine, "before": before, "after": snapshot(ep)}
+    if ep.meters:
+        ep.keep_metrics(phase, doc)
+    if summed(ep.engine, before) is None or summed(ep.engine, doc["after"]) is None:
+        ep.unread.append(phase)  # no launch serves /metrics, or one could not be read
+    return answer, doc
+
+
+def metrics_check(ep: Endpoint) -> CheckResult | None:
+    """Not measured when a phase's metrics could not be read: the cell then stays Pending."""
+    if not ep.unread:
+        return None
+    return CheckResult(
+        "engine:metrics",
+        "health",
+        NOT_MEASURED,
+        f"the server's /metrics could not be read around {len(ep.unread)} phase(s): "
+        + ", ".join(ep.unread[:5]),
+        details={"phases": list(ep.unread)},
+    )
 
 
 def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[tuple[str, dict]], int]:
@@ -64,7 +117,7 @@ def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[t
             }
             if rep == 0:
                 spec["warmup"] = m.warmup()
-            answer = ep.client(spec, LOAD_TIMEOUT)
+            answer, _ = metered(ep, m.phase(rep), lambda spec=spec: ep.client(spec, LOAD_TIMEOUT))
             ep.alive()
             found = saturation(answer, protocol.saturation)
             cores = (answer.get("client") or {}).get("cpu_count") or 1
@@ -106,45 +159,34 @@ def run_performance(
                 yield result
 
 
-def _load(ep: Endpoint, concurrency: int, requests: list[dict]) -> dict:
-    """One client run of `requests`, `concurrency` in flight; the server must still be alive after."""
-    answer = ep.client(
-        {"action": "load", "url": ep.url, "concurrency": concurrency, "requests": requests}, LOAD_TIMEOUT
-    )
+def _load(ep: Endpoint, phase: str, concurrency: int, requests: list[dict]) -> tuple[dict, dict]:
+    """One client run of `requests`, `concurrency` in flight, between two reads of the metrics;
+    the server must still be alive after."""
+    spec = {"action": "load", "url": ep.url, "concurrency": concurrency, "requests": requests}
+    answer, snapshots = metered(ep, phase, lambda: ep.client(spec, LOAD_TIMEOUT))
     ep.alive()
-    return answer
+    return answer, snapshots
 
 
 def run_accuracy(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> Iterator[CheckResult]:
     for a in plan.accuracy(card, cell, suites):
         with ep.step(f"accuracy: {a.gate.eval} ({len(a.items)} questions)"):
-            answer = _load(ep, a.concurrency, a.requests())
+            answer, _ = _load(ep, a.phase, a.concurrency, a.requests())
             ep.keep(a.phase, answer)
             result = check_accuracy(a.gate, a.items, answer["records"])
             ep.say(f"{a.gate.name}: {result.message}")
             yield result
 
 
-def _read_counters(ep: Endpoint, kind: str, path: str):
-    answer = ep.client({"action": "get", "url": ep.url + path, "timeout": 30}, 60)
-    if answer.get("status") != 200:
-        return None
-    if kind == "sglang":
-        try:
-            return sglang_accept_length(json.loads(answer["body"]))
-        except (ValueError, KeyError, IndexError, TypeError):
-            return None
-    return counters(kind, answer["body"])
-
-
 def run_speculative(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> Iterator[CheckResult]:
-    kind, path = source_for(card.engine.name)
+    """Acceptance per workload from the counters' difference across its phase (step 1's snapshots)."""
+    kind, _ = source_for(card.engine.name)
     for sp in plan.speculative(card, cell, suites):
         name = sp.workload.name
         with ep.step(f"speculative acceptance: {name}"):
-            before = _read_counters(ep, kind, path)
-            answer = _load(ep, sp.concurrency, sp.requests())
-            after = _read_counters(ep, kind, path)
+            answer, snapshots = _load(ep, sp.phase, sp.concurrency, sp.requests())
+            before = from_snapshots(kind, snapshots["before"])
+            after = from_snapshots(kind, snapshots["after"])
             answer["counters"] = {"source": kind, "before": _plain(before), "after": _plain(after)}
             ep.keep(sp.phase, answer)
             result = check_acceptance(
@@ -179,4 +221,6 @@ def run_all(
     ):
         for check in phase:
             into.append(check)
+    if (unread := metrics_check(ep)) is not None:
+        into.append(unread)
     return into

@@ -2,7 +2,9 @@
 
 Every client answer of a cell run is kept as `runs/<run>/<cell slug>/records/<phase>.json`
 (relative to the reports directory, and so inside a submission bundle), next to the server logs
-in `runs/<run>/<cell slug>/logs/`. The phases are:
+in `runs/<run>/<cell slug>/logs/`. The server's own `/metrics` counters read just before and just
+after a phase are kept beside its records as `records/<phase>.metrics.json` (a second,
+server-side account of the phase). The phases are:
 
     probes                              the card's probes
     accuracy-<eval>                     one accuracy gate's questions
@@ -26,6 +28,7 @@ RUNS = "runs"
 RECORDS = "records"
 LOGS = "logs"
 PROBES = "probes"
+METRICS_SUFFIX = ".metrics.json"
 # `throughput-c<k>`: what older runs named their performance records
 _PERFORMANCE = re.compile(r"^(?:perf|throughput)-(?P<load>.+?)(?:-r\d+)?$")
 
@@ -64,6 +67,20 @@ def path(run_id: str, cell_id: str, phase: str) -> str:
     return f"{folder(run_id, cell_id)}/{phase}.json"
 
 
+def metrics_path(run_id: str, cell_id: str, phase: str) -> str:
+    """The server's /metrics snapshots taken around one phase, next to the phase's records."""
+    return f"{folder(run_id, cell_id)}/{phase}{METRICS_SUFFIX}"
+
+
+def metrics_for(records_file: str) -> str:
+    """`.../records/perf-x-c1-r0.json` -> `.../records/perf-x-c1-r0.metrics.json`."""
+    return records_file.removesuffix(".json") + METRICS_SUFFIX
+
+
+def is_metrics_file(name: str) -> bool:
+    return f"/{RECORDS}/" in name and name.endswith(METRICS_SUFFIX)
+
+
 def logs_folder(run_id: str, cell_id: str) -> str:
     return f"{cell_folder(run_id, cell_id)}/{LOGS}"
 
@@ -77,4 +94,5 @@ def patterns(part: str) -> tuple[str, str]:
 
 
 def is_records_file(name: str) -> bool:
-    return f"/{RECORDS}/" in name and name.endswith(".json")
+    """A phase's client records (its metrics snapshots are not records)."""
+    return f"/{RECORDS}/" in name and name.endswith(".json") and not is_metrics_file(name)

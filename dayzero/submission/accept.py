@@ -26,6 +26,7 @@ from pathlib import Path
 
 from dayzero import atomic, evidence
 from dayzero.errors import ConfigError
+from dayzero.run.records import is_records_file
 from dayzero.submission.bundle import Reference, Subject, sha256_file
 from dayzero.submission.check import Report, run_checks
 from dayzero.submission.extract import DEFAULT_LIMITS, Limits
@@ -67,11 +68,13 @@ def load_index(reports_dir: Path) -> dict[str, dict]:
 
 
 def run_files(s: Subject) -> list[tuple[str, str, str]]:
-    """(cell, bundle file, sha256) of every raw records file the evidence names."""
+    """(cell, bundle file, sha256) of every raw records file the evidence names (client records:
+    /metrics snapshots of two fresh servers may be identical, a client's timings never are)."""
     return [
         (doc["cell"], rel, sha256_file(s.bundle.path(rel)))
         for _, doc in sorted(s.evidence.items())
         for rel in doc.get("records", [])
+        if is_records_file(rel)
     ]
 
 

@@ -8,6 +8,7 @@ Layout (paths as in a reports directory, so evidence's `records` and `logs` reso
                          matrix digest, claimed cells
     evidence/<cell>__<run>.json                 one evidence document per claimed cell
     runs/<run>/<cell>/records/<phase>.json      raw per-request records (`dayzero.run.records`)
+    runs/<run>/<cell>/records/<phase>.metrics.json  the server's /metrics before and after it
     runs/<run>/<cell>/logs/<file>               server logs
 """
 
@@ -73,6 +74,7 @@ class Subject:
     submission: dict[str, Any] | None = None
     evidence: dict[str, dict] = field(default_factory=dict)  # bundle file -> evidence document
     records: dict[str, dict] = field(default_factory=dict)  # bundle file -> raw records document
+    metrics: dict[str, dict] = field(default_factory=dict)  # bundle file -> a phase's /metrics snapshots
 
     @property
     def vendor(self) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 
-from dayzero.run.records import cell_folder, is_records_file
+from dayzero.run.records import cell_folder, is_metrics_file, is_records_file
 from dayzero.spec import yamlfile
 from dayzero.submission.bundle import MANIFEST, SUBMISSION, Bundle, Reference, Subject, in_layout
 from dayzero.submission.findings import Finding, short
@@ -185,6 +185,35 @@ def load_records(bundle: Bundle, name: str) -> tuple[Any, list[Finding]]:
     return doc, []
 
 
+def _snapshot_ok(snap) -> bool:
+    return (
+        isinstance(snap, dict)
+        and isinstance(snap.get("target"), str)
+        and isinstance(snap.get("body"), str)
+        and (snap.get("status") is None or _integer(snap.get("status"), null=False))
+    )
+
+
+def metrics_problem(doc) -> str:
+    """A phase's /metrics snapshots as the run keeps them (`dayzero.run.phases.metered`)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("phase"), str):
+        return "<root>: no phase"
+    for when in ("before", "after"):
+        snaps = doc.get(when)
+        if not isinstance(snaps, list) or not all(_snapshot_ok(x) for x in snaps):
+            return f"{when}: a list of {{target, status, body}} snapshots"
+    return ""
+
+
+def load_metrics(bundle: Bundle, name: str) -> tuple[Any, list[Finding]]:
+    doc, bad = parse(bundle, name)
+    if bad:
+        return None, [bad]
+    if problem := metrics_problem(doc):
+        return None, [Finding(name, "schema.metrics", problem, "/metrics snapshots as the run keeps them")]
+    return doc, []
+
+
 def load_subject(bundle: Bundle) -> tuple[Subject, list[Finding]]:
     """Every JSON document the layout names, parsed and validated once."""
     findings: list[Finding] = []
@@ -199,19 +228,24 @@ def load_subject(bundle: Bundle) -> tuple[Subject, list[Finding]]:
         findings.append(
             Finding(SUBMISSION, "schema.submission", "no submission.json", "vendor, system, harness, cells")
         )
-    evidence, records = {}, {}
+    evidence, records, metrics = {}, {}, {}
     for name in bundle.files:
         if name.startswith("evidence/"):
             doc, bad = load(bundle, name, "evidence")
             findings += bad
             if doc is not None:
                 evidence[name] = doc
+        elif is_metrics_file(name):
+            doc, bad = load_metrics(bundle, name)
+            findings += bad
+            if doc is not None:
+                metrics[name] = doc
         elif is_records_file(name):
             doc, bad = load_records(bundle, name)
             findings += bad
             if doc is not None:
                 records[name] = doc
-    return Subject(bundle, manifest, submission, evidence, records), findings
+    return Subject(bundle, manifest, submission, evidence, records, metrics), findings
 
 
 def check_layout(s: Subject, ref: Reference) -> list[Finding]:

@@ -22,7 +22,7 @@ from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.lab.lease import Lease
 from dayzero.lab.preflight import HostFacts
 from dayzero.run import plan, records
-from dayzero.run.phases import Endpoint, run_all
+from dayzero.run.phases import Endpoint, metered, run_all
 from dayzero.spec.goldens import load_golden
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell, Matrix
@@ -77,8 +77,16 @@ class FakeClient:
         self.served: list[tuple[float, int, int, int, float]] = []  # send, slot, prompt, tokens, time
 
     def metrics(self) -> str:
+        """llama-server's /metrics (the counters the checker reads) for what it served so far."""
         drafts = self.generated // 4
+        prompt = sum(x[2] for x in self.served)
+        prompt_s = TTFT_S * len(self.served)
         return (
+            f"llamacpp:prompt_tokens_total {prompt}\n"
+            "llamacpp:prompt_tokens_cached_total 0\n"
+            f"llamacpp:prompt_seconds_total {prompt_s:.6f}\n"
+            f"llamacpp:tokens_predicted_total {self.generated}\n"
+            f"llamacpp:tokens_predicted_seconds_total {sum(x[4] for x in self.served) - prompt_s:.6f}\n"
             f"llamacpp:spec_decode_num_drafts_total {drafts}\n"
             f"llamacpp:spec_decode_num_draft_tokens_total {drafts * 4}\n"
             f"llamacpp:spec_decode_num_accepted_tokens_total {drafts * 2}\n"
@@ -212,10 +220,23 @@ def run_cell(
         (reports / rel).write_text(json.dumps(answer))
         return rel
 
-    probes = plan.probes(card, cell)
-    probe_answer = client(
-        {"action": "requests", "concurrency": probes.concurrency, "requests": probes.requests()}, 60
+    def keep_metrics(phase: str, doc: dict) -> str:
+        rel = records.metrics_path(run_id, cell.id, phase)
+        (reports / rel).write_text(json.dumps(doc))
+        return rel
+
+    ep = Endpoint(
+        url="http://127.0.0.1:18080",
+        client=client,
+        keep=keep,
+        say=lambda m: None,
+        step=lambda title: contextlib.nullcontext(),
+        meters=(("server[0]@local", "http://127.0.0.1:18080/metrics"),),
+        keep_metrics=keep_metrics,
     )
+    probes = plan.probes(card, cell)
+    spec = {"action": "requests", "concurrency": probes.concurrency, "requests": probes.requests()}
+    probe_answer, _ = metered(ep, probes.phase, lambda: client(spec, 60))
     keep(probes.phase, probe_answer)
     by_id = {r["id"]: r for r in probe_answer["records"]}
     checks = [check_probe(p, by_id[p.id]["text"], None) for p in probes.probes]
@@ -233,13 +254,6 @@ def run_cell(
         )
         for p in probes.probes
     ]
-    ep = Endpoint(
-        url="http://127.0.0.1:18080",
-        client=client,
-        keep=keep,
-        say=lambda m: None,
-        step=lambda title: contextlib.nullcontext(),
-    )
     run_all(card, cell, ep, HOST.accelerators, suites, into=checks)
     log = f"{records.logs_folder(run_id, cell.id)}/local-server-0.log"
     (reports / log).parent.mkdir(parents=True, exist_ok=True)

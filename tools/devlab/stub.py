@@ -224,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttft", type=float, default=0.0)
     parser.add_argument("--itl", type=float, default=0.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
+    # accepted as llama-server's: /metrics is always served, and a run reads it around every phase
+    parser.add_argument("--metrics", action="store_true")
     args = parser.parse_args(argv)
     cfg = StubConfig(ttft=args.ttft, itl=args.itl, tokens_per_chunk=args.tokens_per_chunk)
     server = StubServer(cfg, args.port)
