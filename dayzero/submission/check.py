@@ -24,6 +24,7 @@ from dayzero.submission import (
     antigaming,
     completeness,
     engine_account,
+    engine_metrics,
     manifest,
     provenance,
     recompute,
@@ -45,6 +46,7 @@ FAMILIES = (
     provenance.CHECKS,
     timeline.CHECKS,
     engine_account.CHECKS,
+    engine_metrics.CHECKS,
 )
 ACCEPTED, REJECTED, UNUSABLE = "accepted", "rejected", "unusable"
 EXIT = {ACCEPTED: 0, REJECTED: 1, UNUSABLE: 2}

@@ -15,6 +15,9 @@ engine. Each record must agree with it, within stated tolerances:
   the listen port the recipe's; devices: none on cpu hardware, at least the host's accelerators
   elsewhere.
 
+Cells this cannot be done for are rejected, never passed unchecked: an engine without a log
+parser, and cells of several launches (each launch's log is still read; see `unchecked`).
+
 What a vendor controlling both the server and the client can still forge is listed in the README
 ("Vendor submissions"): a log is only as honest as the machine that wrote it.
 """
@@ -179,11 +182,54 @@ def _device_findings(log: str, doc: dict, account: ServerAccount) -> list[Findin
     return []
 
 
+def log_name(launch: dict) -> str:
+    """The log file a launch's server writes, as the run collects it (`lab.deploy.collect_logs`)."""
+    return f"{launch.get('host')}-{launch.get('role')}-{launch.get('rank')}.log"
+
+
+def unchecked(s: Subject, name: str, doc: dict) -> list[Finding]:
+    """Cells whose engine account cannot be held to the records: a finding, never a silent pass.
+
+    Several launches (roles behind a router, ranks on several nodes) split one request over
+    several logs; the checker reads each launch's log as a server log of the engine, but cannot
+    yet tell which log served which request, so such a cell is rejected as not cross-checkable."""
+    engine, launches = doc["engine"]["name"], doc["recipe"]["launches"]
+    parse = parser_for(engine)
+    if parse is None:
+        return [
+            Finding(
+                name, "engine.unchecked", f"engine {short(engine)}", "an engine whose log the checker reads"
+            )
+        ]
+    if len(launches) <= 1:
+        return []
+    logs = {rel.rsplit("/", 1)[-1]: rel for rel in doc.get("logs", []) if s.bundle.has(rel)}
+    out = []
+    for launch in launches:
+        rel = logs.get(log_name(launch))
+        if rel is None:
+            out.append(Finding(name, "engine.log", f"no log {short(log_name(launch))}", "a log per launch"))
+        elif not parse(s.bundle.path(rel).read_text(errors="replace")).ready and launch.get("rank") == 0:
+            out.append(Finding(rel, "engine.log", "no start-up line of the engine", f"a {engine} server log"))
+    roles = ", ".join(f"{x.get('role')}[{x.get('rank')}]" for x in launches)
+    out.append(
+        Finding(
+            name,
+            "engine.multi-launch",
+            f"{len(launches)} launches ({short(roles)}): requests split over several logs",
+            "a cell whose records the checker can hold to one engine log (multi-launch: not yet)",
+        )
+    )
+    return out
+
+
 def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
+    if findings := unchecked(s, name, doc):
+        return findings
     logs = [rel for rel in doc.get("logs", []) if s.bundle.has(rel)]
     parse = parser_for(doc["engine"]["name"])
-    if parse is None or len(logs) != 1 or len(doc["recipe"]["launches"]) != 1:
-        return []  # multi-launch cells and other engines: see the module docstring and the README
+    if len(logs) != 1:
+        return [Finding(name, "engine.log", f"{len(logs)} server logs", "the one launch's log")]
     log = logs[0]
     account = parse(s.bundle.path(log).read_text(errors="replace"))
     if not account.ready:

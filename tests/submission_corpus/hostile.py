@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dayzero.run.records import is_records_file
 from dayzero.submission.bundle import MANIFEST, SIGNATURE, SUBMISSION
 from dayzero.submission.extract import Limits
 
@@ -156,7 +157,7 @@ def slow_records_claimed_fast(members: Members) -> Members:
     """Raw records stretched a hundredfold (the server was slow); the evidence still says passed."""
     ev = evidence_name(members)
     for rel in json.loads(members[ev])["records"]:
-        if "/perf-" not in rel:
+        if "/perf-" not in rel or not is_records_file(rel):
             continue
 
         members = edit_json(members, rel, lambda doc: scale_times(doc["records"], 100))
@@ -453,6 +454,52 @@ def gpu_device_on_cpu(members: Members) -> Members:
     return {**members, log: line.encode() + members[log]}
 
 
+def accuracy_rewritten(members: Members) -> Members:
+    """Every accuracy answer replaced by the right one (" The answer is 18."), its usage and chunks
+    made to fit the new text (4 tokens), as a vendor would: the gate recomputes to 1.0, the server
+    counted other token counts. (Rewriting only the text, token counts kept, is an audit limit.)"""
+    from dayzero.checks.accuracy import load_eval
+
+    from .lab import REPO
+
+    answers = {item.id: item.answer for item in load_eval(REPO / "suites" / "evals", "gsm8k-mini").items}
+    rel = run_file(members, evidence_name(members), "/accuracy-gsm8k-mini.json")
+
+    def change(doc):
+        for r in doc["records"]:
+            r["text"] = f" The answer is {answers[r['id']]}."
+            n = len(r["text"].split())
+            r["usage"]["completion_tokens"] = n
+            r["usage"]["total_tokens"] = r["usage"]["prompt_tokens"] + n
+            step = (r["chunks"][-1] - r["chunks"][0]) / max(len(r["chunks"]) - 1, 1) or 0.01
+            r["chunks"] = [r["chunks"][0] + k * step for k in range(n)]
+            r["end"] = r["send"] + r["chunks"][-1] + 0.001
+            r["finish_reason"] = "stop"
+
+    return edit_json(members, rel, change)
+
+
+def metrics_dropped(members: Members) -> Members:
+    """A phase's /metrics snapshots left out (and out of the evidence): no server-side total."""
+    ev = evidence_name(members)
+    rel = run_file(members, ev, "-r0.metrics.json")
+    members = {n: d for n, d in members.items() if n != rel}
+    return edit_json(members, ev, lambda doc: doc["records"].remove(rel))
+
+
+def second_launch(members: Members) -> Members:
+    """A cell served by two launches (a second rank), each with its log: not cross-checkable yet."""
+    ev = evidence_name(members)
+    log = server_log_name(members)
+    twin = log.replace("-server-0.log", "-server-1.log")
+
+    def change(doc):
+        doc["recipe"]["launches"].append({**doc["recipe"]["launches"][0], "rank": 1})
+        doc["logs"].append(twin)
+
+    return edit_json({**members, twin: members[log]}, ev, change)
+
+
 def truncated(lab: Lab, tmp: Path) -> Path:
     data = lab.bundle.read_bytes()
     target = out(tmp, "truncated")
@@ -640,4 +687,12 @@ def consistent(change: Callable[[Members], Members]) -> Callable[[Lab, Path], Pa
 CASES += [
     Case("times-scaled-recomputed", "engine.records", consistent(scaled_times)),
     Case("prompt-tokens-recomputed", "engine.records", consistent(prompt_tokens_times_four)),
+    # the server's own /metrics around each phase (issue 12 item 1), answers bound to the log
+    Case("times-scaled-against-metrics", "engine.metrics", consistent(scaled_times)),
+    Case("prompt-tokens-against-metrics", "engine.metrics", consistent(prompt_tokens_times_four)),
+    Case("records-by-hand-against-metrics", "engine.metrics", edited(records_by_hand, sign=True)),
+    Case("accuracy-answers-rewritten", "engine.records", consistent(accuracy_rewritten)),
+    Case("accuracy-answers-rewritten-metrics", "engine.metrics", consistent(accuracy_rewritten)),
+    Case("metrics-snapshots-dropped", "engine.metrics", edited(metrics_dropped, sign=True)),
+    Case("second-launch-unchecked", "engine.multi-launch", edited(second_launch, sign=True)),
 ]

@@ -1,0 +1,173 @@
+"""Cross-checks of each phase's records against the server's own counters (its /metrics).
+
+The run reads every engine's `/metrics` just before and just after each phase and keeps both
+snapshots next to the phase's records (`records/<phase>.metrics.json`, `dayzero.run.records`);
+the counters' difference is what the server says the phase cost it (`dayzero.checks.server_metrics`
+names the counters per engine). Each phase must agree with it, within stated tolerances:
+
+- generated tokens: the counter's difference equals the completion tokens of the phase's records
+  plus its warm-up requests' (exactly; at least that when a request errored, since a failed
+  request may have generated tokens the client never saw counted);
+- prompt tokens: llama.cpp's evaluated prompt tokens equal the records' prompt tokens less their
+  cached ones; SGLang's prompt tokens equal the records' prompt tokens (exactly, same proviso);
+- requests: SGLang's finished-request counter equals completed records plus warm-up requests
+  (llama.cpp publishes no request counter: its log is the request count, `engine_account`);
+- time: the server's own time for the phase's requests, summed, is no more than the client's
+  end-to-end times summed (plus `TIME_TOLERANCE_S` per request for rounding);
+- speculative counters kept in the records equal those the snapshots give.
+
+A phase without readable snapshots is a finding: a server-side total that is missing is never
+taken as agreement. What a vendor controlling both server and client could still forge is in the
+README ("Vendor submissions").
+"""
+
+from __future__ import annotations
+
+from dayzero.checks.server_metrics import Totals, phase_totals
+from dayzero.checks.speculative import from_snapshots, source_for
+from dayzero.run.records import metrics_for
+from dayzero.submission.bundle import Reference, Subject
+from dayzero.submission.engine_logs import parser_for
+from dayzero.submission.findings import Finding, short
+
+TIME_TOLERANCE_S = 0.002  # per request: llama.cpp prints milliseconds, the client microseconds
+KINDS = ("llama.cpp", "sglang")
+
+
+def _num(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def client_account(answer: dict) -> tuple[dict, str]:
+    """The phase as the client tells it: token totals, requests and summed end-to-end time of its
+    completed records and warm-up requests; '' or why it cannot be totalled."""
+    done = [r for r in answer["records"] if r.get("end") is not None and not r.get("error")]
+    out = {"prompt": 0, "cached": 0, "generated": 0, "requests": len(done), "client_s": 0.0}
+    out["errors"] = len(answer["records"]) - len(done)
+    out["cached_known"] = True
+    for r in done:
+        usage = r.get("usage") or {}
+        if not (_num(usage.get("prompt_tokens")) and _num(usage.get("completion_tokens"))):
+            return out, f"record {short(r.get('id'), 40)} has no usage token counts"
+        if not (_num(r.get("send")) and _num(r.get("end"))):
+            return out, f"record {short(r.get('id'), 40)} has no numeric send and end"
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        out["cached_known"] &= _num(cached)
+        out["prompt"] += usage["prompt_tokens"]
+        out["cached"] += cached if _num(cached) else 0
+        out["generated"] += usage["completion_tokens"]
+        out["client_s"] += r["end"] - r["send"]
+    warm = answer.get("warmup")
+    if isinstance(warm, dict) and _num(warm.get("requests")) and warm["requests"] > 0:
+        usage = warm.get("usage")
+        if not (
+            isinstance(usage, dict)
+            and all(_num(usage.get(k)) for k in ("prompt_tokens", "completion_tokens"))
+        ):
+            return out, f"{warm['requests']} warm-up request(s) without their token totals"
+        out["requests"] += warm["requests"] - (warm.get("errors") or 0)
+        out["errors"] += warm.get("errors") or 0
+        out["prompt"] += usage["prompt_tokens"]
+        out["cached"] += usage.get("cached_tokens") or 0
+        out["generated"] += usage["completion_tokens"]
+        out["client_s"] += warm.get("e2e_s") if _num(warm.get("e2e_s")) else float("inf")
+    return out, ""
+
+
+def disagreements(kind: str, server: Totals, client: dict) -> list[tuple[str, str]]:
+    """(what the server counted, what the records say) for every counter that disagrees."""
+    out = []
+    exact = client["errors"] == 0
+
+    def compare(what: str, theirs: float | None, mine: float):
+        if theirs is None:
+            return
+        if (theirs != mine) if exact else (theirs < mine):
+            relation = "" if exact else "at least "
+            out.append((f"{theirs:g} {what}", f"{relation}{mine:g} from the records"))
+
+    compare("tokens generated", server.generated, client["generated"])
+    if kind == "llama.cpp" and client["cached_known"]:
+        compare("prompt tokens evaluated", server.prompt_evaluated, client["prompt"] - client["cached"])
+    if kind == "sglang":
+        compare("prompt tokens", server.prompt, client["prompt"])
+        compare("requests finished", server.requests, client["requests"])
+    slack = TIME_TOLERANCE_S * max(client["requests"], 1)
+    if server.server_s > client["client_s"] + slack:
+        out.append(
+            (
+                f"{server.server_s:.3f} s of server time for the phase's requests",
+                f"at most {client['client_s']:.3f} s, their end-to-end times at the client",
+            )
+        )
+    return out
+
+
+def counters_problem(kind: str, answer: dict, doc: dict) -> str:
+    """The speculative counters the records keep are the snapshots' own ('' when they are)."""
+    kept = answer.get("counters")
+    if not isinstance(kept, dict):
+        return ""
+    for when in ("before", "after"):
+        mine, theirs = kept.get(when), from_snapshots(kind, doc.get(when))
+        theirs = theirs.__dict__ if theirs is not None else None
+        if mine != theirs and not (
+            isinstance(mine, dict)
+            and isinstance(theirs, dict)
+            and all(abs(float(mine.get(k, 0)) - v) < 1e-9 for k, v in theirs.items())
+        ):
+            return f"counters.{when} {short(mine)} in the records, {short(theirs)} from the snapshots"
+    return ""
+
+
+def check_phase(kind: str, rel: str, mrel: str, answer: dict, doc: dict) -> list[Finding]:
+    server = phase_totals(kind, doc)
+    if server is None:
+        return [
+            Finding(mrel, "engine.metrics", f"snapshots not readable as {kind} /metrics", "readable counters")
+        ]
+    client, why = client_account(answer)
+    if why:
+        return [Finding(rel, "engine.metrics", why, "records the server's counters can be compared with")]
+    out = [
+        Finding(mrel, "engine.metrics", found, f"{expected} ({short(rel, 160)})")
+        for found, expected in disagreements(kind, server, client)
+    ]
+    if problem := counters_problem(kind, answer, doc):
+        out.append(Finding(rel, "engine.metrics", problem, "the counters of the phase's own snapshots"))
+    return out
+
+
+def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
+    kind = source_for(doc["engine"]["name"])[0]
+    if parser_for(doc["engine"]["name"]) is None or kind not in KINDS:
+        return []  # an engine the checker cannot read at all: engine_account rejects it
+    out = []
+    named = set(doc.get("records", []))
+    for rel in sorted(named):
+        if rel not in s.records:
+            continue
+        mrel = metrics_for(rel)
+        if mrel not in named or mrel not in s.metrics:
+            if not s.bundle.has(mrel) or mrel not in named:  # an invalid one is schema's finding
+                out.append(
+                    Finding(
+                        rel,
+                        "engine.metrics",
+                        "no /metrics snapshots around this phase",
+                        f"{short(mrel, 160)}: the server's counters before and after it",
+                    )
+                )
+            continue
+        out += check_phase(kind, rel, mrel, s.records[rel], s.metrics[mrel])
+    return out
+
+
+def check_engine_metrics(s: Subject, ref: Reference) -> list[Finding]:
+    out = []
+    for name, doc in sorted(s.evidence.items()):
+        out += cross_check(s, name, doc)
+    return out
+
+
+CHECKS = (check_engine_metrics,)
