@@ -167,3 +167,36 @@ def test_llama_metrics_of_a_phase_and_no_meter_is_unread():
     answer, doc = metered(ep, "probes", lambda: {"records": []})
     assert doc["before"] == [] and ep.unread == ["probes"]  # no launch serves /metrics: not read
     assert SpecCounters() == counters("llama.cpp", body)
+
+
+def test_a_cell_whose_engine_serves_no_metrics_stays_pending_never_verified(tmp_path):
+    """End to end with the stub engine: launched without --metrics nothing reads /metrics, so the
+    cell gets `engine:metrics` not measured and the acceptance table keeps it Pending; the same
+    cell launched with --metrics (as every shipped card is) is Verified."""
+    from dayzero.report.acceptance import rows
+    from dayzero.run.cell import RunContext, new_run_id, run_cell
+    from dayzero.spec.inventory import load_inventory
+    from dayzero.spec.matrix import load_matrix
+
+    from .stub_cells import stub_card, stub_inventory, stub_matrix
+
+    statuses = {}
+    for flag in (True, False):
+        root = tmp_path / str(flag)
+        card = stub_card()
+        if not flag:
+            card["recipe"]["command"] = [a for a in card["recipe"]["command"] if a != "--metrics"]
+        matrix = load_matrix(stub_matrix(root, card))
+        inventory = load_inventory(stub_inventory(root, ttft=0.01), set(matrix.hardware))
+        ctx = RunContext(
+            matrix, inventory, root / "reports", root / "goldens", new_run_id(), say=lambda m: None
+        )
+        cell = matrix.cell("stubby/cpu/low_latency/baseline")
+        try:
+            outcome = run_cell(ctx, cell)
+        finally:
+            ctx.close()
+        names = {c.name: c.verdict for c in outcome.checks}
+        assert ("engine:metrics" in names) is not flag and outcome.verdict == "passed"
+        statuses[flag] = next(r for r in rows(matrix, root / "reports") if r.cell.id == cell.id).status
+    assert statuses == {True: "Verified", False: "Pending"}

@@ -82,6 +82,13 @@ def test_real_bundle_packs_checks_clean_and_every_claim_is_recomputed(real_lab):
         assert claimed == set(recomputed[name].checks) == set(recomputed[name].required)
         kinds = {c["name"].split(":")[0] for c in doc["checks"]}
         assert {"probe", "golden", "floor", "accuracy"} <= kinds
+    # every phase has the server's own counters around it, and they are not vacuous
+    from dayzero.checks.server_metrics import phase_totals
+    from dayzero.run.records import metrics_for
+
+    assert {metrics_for(rel) for rel in subject.records} == set(subject.metrics)
+    for rel, snapshots in subject.metrics.items():
+        assert phase_totals("llama.cpp", snapshots).generated > 0, rel
     system = json.loads((bundle.root / "submission.json").read_text())["system"]
     assert system["engines"][0]["version"].startswith("llama-cpp-python")
     assert system["engines"][0]["image_digest"].startswith("sha256:")
