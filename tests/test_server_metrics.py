@@ -200,3 +200,48 @@ def test_a_cell_whose_engine_serves_no_metrics_stays_pending_never_verified(tmp_
         assert ("engine:metrics" in names) is not flag and outcome.verdict == "passed"
         statuses[flag] = next(r for r in rows(matrix, root / "reports") if r.cell.id == cell.id).status
     assert statuses == {True: "Verified", False: "Pending"}
+
+
+def test_sglang_acceptance_over_http_from_the_stub_engines_counters():
+    """The stub engine serving SGLang's /metrics: acceptance per workload is the counters'
+    difference around each workload's own phase (earlier traffic excluded), and the kept
+    snapshots agree with the records as the checker holds them (tokens, requests, time)."""
+    from dayzero.spec import card as model_card
+    from dayzero.spec.matrix import Cell
+    from devlab.stub import StubConfig, StubServer
+
+    from .test_measurement_client import client, reqs
+    from .test_workloads import ROOT
+
+    c = model_card.parse(
+        ROOT / "m.yaml",
+        {
+            "model": "m",
+            "engine": {"name": "sglang"},
+            "modes": {"x": {"concurrency": 2}},
+            "workloads": {"chat-code": {"max_tokens": 8}, "chat-prose": {"max_tokens": 8}},
+            "speculative": [{"workloads": ["chat-code", "chat-prose"], "num_prompts": 3}],
+        },
+    )
+    kept, snaps = {}, {}
+    cfg = StubConfig(draft_per_token=0.5, accept_rate=0.5, metrics_format="sglang")
+    with StubServer(cfg) as stub:
+        client({"action": "load", "url": stub.url, "concurrency": 1, "requests": reqs(5, 16)})  # earlier
+        ep = Endpoint(
+            stub.url,
+            client,
+            keep=lambda phase, answer: kept.setdefault(phase, answer) and phase,
+            say=lambda m: None,
+            meters=(("server[0]@local", stub.url + "/metrics"),),
+            keep_metrics=lambda phase, doc: snaps.setdefault(phase, doc) and phase,
+            engine="sglang",
+        )
+        checks = list(run_speculative(c, Cell("m", "cpu", "x", "s"), ep, ROOT / "suites"))
+    for check in checks:  # per request: 8 tokens, 4 drafted, 2 accepted -> 6 verify calls
+        assert check.passed and check.measured == round(8 / 6, 4), check.message
+        assert check.details["drafts"] == 18 and check.details["accepted"] == 6
+    for phase, doc in snaps.items():
+        server = phase_totals("sglang", doc)
+        client_side, why = client_account(kept[phase])
+        assert not why and server.requests == 3 and server.generated == 24
+        assert disagreements("sglang", server, client_side) == []

@@ -487,6 +487,18 @@ def metrics_dropped(members: Members) -> Members:
     return edit_json(members, ev, lambda doc: doc["records"].remove(rel))
 
 
+def acceptance_counters_forged(members: Members) -> Members:
+    """A speculative phase's kept counters say twice the accepted tokens its own /metrics
+    snapshots show: the acceptance recomputes higher from the records, the snapshots disagree."""
+    rel = run_file(members, evidence_name(members, strategy="ngram_spec"), "/spec-chat-code.json")
+
+    def change(doc):
+        after = doc["counters"]["after"]
+        after["accepted"] += 2 * max(after["accepted"] - doc["counters"]["before"]["accepted"], 1)
+
+    return edit_json(members, rel, change)
+
+
 def second_launch(members: Members) -> Members:
     """A cell served by two launches (a second rank), each with its log: not cross-checkable yet."""
     ev = evidence_name(members)
@@ -695,4 +707,5 @@ CASES += [
     Case("accuracy-answers-rewritten-metrics", "engine.metrics", consistent(accuracy_rewritten)),
     Case("metrics-snapshots-dropped", "engine.metrics", edited(metrics_dropped, sign=True)),
     Case("second-launch-unchecked", "engine.multi-launch", edited(second_launch, sign=True)),
+    Case("acceptance-counters-forged", "engine.metrics", consistent(acceptance_counters_forged)),
 ]

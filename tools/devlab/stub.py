@@ -5,7 +5,8 @@ reads them, to stop early, to over-report its token counts or to drop a connecti
 and those are exactly the cases that prove the client and the checks right. It pre-renders its
 SSE chunks, so in flood mode (`itl=0`) it costs far less CPU per token than the client reading
 them, which is what measuring the client's ceiling needs. It also serves llama.cpp-style
-`/metrics` speculative counters that advance with every request, to test the counter diff.
+`/metrics` speculative counters that advance with every request, to test the counter diff, or
+(`metrics_format="sglang"`) SGLang's counters as sglang 0.5.23 names and labels them.
 
 Run standalone for bench: `PYTHONPATH=tools python -m devlab.stub --port 19010 --itl 0`.
 """
@@ -34,6 +35,7 @@ class StubConfig:
     draft_per_token: float = 0.5  # /metrics: draft tokens per generated token
     accept_rate: float = 0.5  # /metrics: accepted share of draft tokens
     tokens_per_draft: int = 4  # /metrics: draft tokens per verification step
+    metrics_format: str = "llama.cpp"  # or "sglang": which engine's /metrics the stub prints
 
 
 def _chunk(data: bytes) -> bytes:
@@ -52,6 +54,7 @@ class StubServer:
         self.port = port
         self.requests = 0
         self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "predicted": 0}
+        self.counters.update({"prompt": 0, "finished": 0, "seconds": 0.0})
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -127,7 +130,9 @@ class StubServer:
         await writer.drain()
 
     async def _get(self, writer, path: str) -> None:
-        if path.startswith("/metrics"):
+        if path.startswith("/metrics") and self.config.metrics_format == "sglang":
+            await self._plain(writer, 200, self._sglang_metrics(), "text/plain")
+        elif path.startswith("/metrics"):
             c = self.counters
             text = "".join(
                 f"# TYPE llamacpp:{name} counter\nllamacpp:{name} {value}\n"
@@ -142,9 +147,23 @@ class StubServer:
         else:
             await self._plain(writer, 200, '{"status":"ok"}')
 
+    def _sglang_metrics(self) -> str:
+        """SGLang's counters (names and labels of sglang 0.5.23's TokenizerMetricsCollector): one
+        verification call yields its accepted draft tokens plus one, so calls = tokens - accepted."""
+        c, labels = self.counters, 'model_name="stub",engine_type="unified"'
+        samples = (
+            ("prompt_tokens_total", f'{labels},is_streaming="true"', c["prompt"]),
+            ("generation_tokens_total", f'{labels},is_streaming="true"', c["predicted"]),
+            ("num_requests_total", f'{labels},is_streaming="true"', c["finished"]),
+            ("spec_verify_calls_total", labels, c["predicted"] - c["accepted"]),
+            ("e2e_request_latency_seconds_sum", labels, round(c["seconds"], 6)),
+        )
+        return "".join(f"sglang:{name}{{{label}}} {float(value)}\n" for name, label, value in samples)
+
     async def _post(self, writer, path: str, body: dict) -> bool:
         """Stream one completion; False when the connection was dropped on purpose."""
         self.requests += 1
+        began = asyncio.get_running_loop().time()
         cfg = replace(self.config, **(body.get("stub") or {}))
         if cfg.fail_every and self.requests % cfg.fail_every == 0:
             await self._plain(writer, 500, '{"error":{"message":"injected failure"}}')
@@ -201,6 +220,10 @@ class StubServer:
             "prompt_tokens": len(body.get("prompt") or []) if not chat else 8,
             "completion_tokens": int(n * cfg.usage_factor),
         }
+        # counted before the last bytes leave, as a server does: a read after the answer sees it
+        self.counters["prompt"] += usage["prompt_tokens"]
+        self.counters["finished"] += 1
+        self.counters["seconds"] += asyncio.get_running_loop().time() - began
         writer.write(
             _event({**head, "choices": [last]})
             + _event(
