@@ -76,8 +76,11 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def cell_param(cell: Cell):
-    marks = [getattr(pytest.mark, name) for name in cell.markers]
+def cell_param(cell: Cell, marks_by_name: dict[str, pytest.MarkDecorator] | None = None):
+    """One test item's parameter; `marks_by_name` shares each marker's decorator across cells
+    (`pytest.mark.<name>` re-checks the registered markers on every call: 40k calls at 10k cells)."""
+    known = {} if marks_by_name is None else marks_by_name
+    marks = [known.get(name) or known.setdefault(name, getattr(pytest.mark, name)) for name in cell.markers]
     if not cell.supported:
         marks.append(pytest.mark.skip(reason=f"unsupported: {cell.reason}"))
     return pytest.param(cell, id=cell.id, marks=marks)
@@ -86,7 +89,8 @@ def cell_param(cell: Cell):
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "cell" in metafunc.fixturenames and MATRIX_KEY in metafunc.config.stash:
         matrix = metafunc.config.stash[MATRIX_KEY]
-        metafunc.parametrize("cell", [cell_param(c) for c in matrix.cells])
+        marks: dict[str, pytest.MarkDecorator] = {}
+        metafunc.parametrize("cell", [cell_param(c, marks) for c in matrix.cells])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
