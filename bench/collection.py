@@ -40,27 +40,29 @@ STRATEGIES = ("baseline", "ngram_spec", "eagle3", "mtp", "dflash")
 PER_CARD = len(HARDWARE) * len(MODES) * len(STRATEGIES)
 
 
-def card(k: int) -> dict:
-    """Model card k: the embedded SmolLM2 card with 10 hardware kinds and 5 strategies."""
+def card(k: int, hardware=HARDWARE, strategies=STRATEGIES) -> dict:
+    """Model card k: the embedded SmolLM2 card on `hardware` with `strategies` (every mode)."""
     data = yaml.safe_load((ROOT / "matrix" / "models" / "smollm2-135m.yaml").read_text())
+    known = data["strategies"]
     data["model"] = f"model-{k:04d}"
     data["display_name"] = f"Generated model {k}"
-    data["hardware"] = {hw: {"nodes": 1} for hw in HARDWARE}
+    data["hardware"] = {hw: {"nodes": 1} for hw in hardware}
     data["strategies"] = {
-        s: {"description": f"strategy {s}", **({"args": ["--spec-type", s]} if s != "baseline" else {})}
-        for s in STRATEGIES
+        s: known.get(s) or {"description": f"strategy {s}", "args": ["--spec-type", s]} for s in strategies
     }
-    data["cells"] = [{"hardware": list(HARDWARE), "modes": list(MODES), "strategies": list(STRATEGIES)}]
+    data["cells"] = [{"hardware": list(hardware), "modes": list(MODES), "strategies": list(strategies)}]
     return data
 
 
-def write_matrix(root: Path, n: int) -> Path:
-    """A matrix of n cells (n a multiple of 100) and a one-host inventory."""
+def write_matrix(root: Path, n: int, hardware=HARDWARE, strategies=STRATEGIES) -> Path:
+    """A matrix of n cells (a multiple of the cells per card) and a one-host inventory."""
     mdir = root / "matrix"
     (mdir / "models").mkdir(parents=True)
     (mdir / "hardware.yaml").write_text((ROOT / "matrix" / "hardware.yaml").read_text())
-    for k in range(n // PER_CARD):
-        (mdir / "models" / f"model-{k:04d}.yaml").write_text(yaml.safe_dump(card(k), sort_keys=False))
+    per_card = len(hardware) * len(MODES) * len(strategies)
+    for k in range(n // per_card):
+        data = card(k, hardware, strategies)
+        (mdir / "models" / f"model-{k:04d}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     (root / "hosts.yaml").write_text((ROOT / "hosts" / "local.yaml").read_text())
     return mdir
 

@@ -40,6 +40,7 @@ def run(args) -> int:
         name=args.name,
         allure=args.allure,
         near=Path(args.matrix).resolve().parent,
+        say=lambda message: print(f"report: {message}"),
     )
     size = index.stat().st_size / 2**20
     print(f"report: {index} ({size:.1f} MiB, built in {time.monotonic() - started:.1f}s)")

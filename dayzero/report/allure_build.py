@@ -15,9 +15,11 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from dayzero.errors import DayzeroError
+from dayzero.report.allure_budget import BUDGET_BYTES, within_budget
 from dayzero.report.allure_env import CATEGORIES
 
 ALLURE_DIR = Path("tools") / "allure"  # in a checkout: where `npm ci` installs the pinned Allure 3
@@ -78,10 +80,13 @@ def build(
     timeout: float = 600,
     allure: Path | None = None,
     near: Path | None = None,
+    budget: int = BUDGET_BYTES,
+    say: Callable[[str], None] = lambda message: None,
 ) -> Path:
     """Generate `<output>/index.html` from `<reports_dir>/allure-results`; returns its path.
 
-    `allure` and `near` say where Allure 3 is installed (see `allure_cli`)."""
+    `allure` and `near` say where Allure 3 is installed (see `allure_cli`). Attachments past
+    `budget` bytes are left out of the single file (`allure_budget`); `say` tells which."""
     reports_dir = Path(reports_dir).resolve()
     results = reports_dir / RESULTS
     if not any(results.glob("*-result.json")):
@@ -98,9 +103,12 @@ def build(
     with tempfile.TemporaryDirectory(prefix="dayzero-allure-") as tmp:
         rc = Path(tmp) / "allurerc.json"
         rc.write_text(json.dumps(config(output, history, name), indent=2))
+        trimmed = within_budget(results, Path(tmp) / RESULTS, budget)
+        if trimmed.dropped_bytes:
+            say(trimmed.describe())
         try:
             done = subprocess.run(
-                [node, str(cli), "generate", str(results), "--config", str(rc)],
+                [node, str(cli), "generate", str(trimmed.results), "--config", str(rc)],
                 cwd=tmp,
                 capture_output=True,
                 text=True,

@@ -28,7 +28,7 @@ from dayzero.checks.server_metrics import summed
 from dayzero.checks.speculative import check_acceptance, from_snapshots, source_for
 from dayzero.run import plan
 from dayzero.run.plan import MeasurementPlan
-from dayzero.spec.card import ModelCard
+from dayzero.spec.card import ModelCard, Protocol
 from dayzero.spec.matrix import Cell
 
 LOAD_TIMEOUT = 3600.0
@@ -97,6 +97,14 @@ def metrics_check(ep: Endpoint) -> CheckResult | None:
     )
 
 
+def more_processes(protocol: Protocol, processes: int, concurrency: int, answer: dict) -> int | None:
+    """How many client processes to retry a saturated run with; None where the card fixed the
+    count or the host has no core to spare (half its cores at most: the server runs there too)."""
+    cores = (answer.get("client") or {}).get("cpu_count") or 1
+    more = min(processes * 2, max(1, cores // 2), concurrency)
+    return more if protocol.client_processes is None and more > processes else None
+
+
 def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[tuple[str, dict]], int]:
     """Warm up, then N repetitions; more client processes when one saturates and the host has cores.
 
@@ -120,10 +128,8 @@ def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[t
             answer, _ = metered(ep, m.phase(rep), lambda spec=spec: ep.client(spec, LOAD_TIMEOUT))
             ep.alive()
             found = saturation(answer, protocol.saturation)
-            cores = (answer.get("client") or {}).get("cpu_count") or 1
-            # Half the host's cores at most: the server under test runs there too.
-            more = min(processes * 2, max(1, cores // 2), concurrency)
-            if found and protocol.client_processes is None and more > processes:
+            more = more_processes(protocol, processes, concurrency, answer)
+            if found and more is not None:
                 ep.say(
                     f"{label}: client saturated with {processes} process(es) ({found[0]}); "
                     f"retrying with {more}"

@@ -47,14 +47,18 @@ def _event(obj: dict) -> bytes:
 
 
 class StubServer:
-    """Serve on 127.0.0.1:port in a background thread (`with StubServer(cfg) as s: s.url`)."""
+    """Serve on host:port (default 127.0.0.1) in a background thread (`with StubServer(cfg) as s`)."""
 
-    def __init__(self, config: StubConfig = StubConfig(), port: int = 0):
+    def __init__(self, config: StubConfig = StubConfig(), port: int = 0, host: str = "127.0.0.1"):
         self.config = config
         self.port = port
+        self.host = host
         self.requests = 0
         self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "predicted": 0}
         self.counters.update({"prompt": 0, "finished": 0, "seconds": 0.0})
+        # How late the stub itself was (s): first token after ttft, each later chunk after itl.
+        # A bench subtracts nothing with it, but tells the stub's slack from the client's.
+        self.late: dict[str, list[float]] = {"ttft": [], "itl": []}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -62,7 +66,7 @@ class StubServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -85,14 +89,14 @@ class StubServer:
     async def _serve_until_stopped(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, limit=1 << 24)
+        server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 24)
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         async with server:
             await self._stop.wait()
 
     async def serve_forever(self) -> None:
-        server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, limit=1 << 24)
+        server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 24)
         self.port = server.sockets[0].getsockname()[1]
         async with server:
             await server.serve_forever()
@@ -130,7 +134,11 @@ class StubServer:
         await writer.drain()
 
     async def _get(self, writer, path: str) -> None:
-        if path.startswith("/metrics") and self.config.metrics_format == "sglang":
+        if path.startswith("/stats"):
+            await self._plain(writer, 200, json.dumps(self.late))
+            if "reset" in path:
+                self.late = {"ttft": [], "itl": []}
+        elif path.startswith("/metrics") and self.config.metrics_format == "sglang":
             await self._plain(writer, 200, self._sglang_metrics(), "text/plain")
         elif path.startswith("/metrics"):
             c = self.counters
@@ -162,8 +170,9 @@ class StubServer:
 
     async def _post(self, writer, path: str, body: dict) -> bool:
         """Stream one completion; False when the connection was dropped on purpose."""
+        loop = asyncio.get_running_loop()
         self.requests += 1
-        began = asyncio.get_running_loop().time()
+        began = loop.time()
         cfg = replace(self.config, **(body.get("stub") or {}))
         if cfg.fail_every and self.requests % cfg.fail_every == 0:
             await self._plain(writer, 500, '{"error":{"message":"injected failure"}}')
@@ -195,14 +204,17 @@ class StubServer:
             await asyncio.sleep(cfg.ttft)
         chunks = (n + per - 1) // per
         if cfg.itl or cfg.drop_after is not None:
+            due = began + cfg.ttft
             for i in range(chunks):
                 if cfg.drop_after is not None and i >= cfg.drop_after:
                     await writer.drain()
                     writer.close()
                     return False
+                self.late["itl" if i else "ttft"].append(loop.time() - due)
                 writer.write(event)
                 await writer.drain()
                 if cfg.itl and i + 1 < chunks:
+                    due = loop.time() + cfg.itl
                     await asyncio.sleep(cfg.itl)
         else:
             writer.write(event * chunks)
@@ -244,6 +256,7 @@ class StubServer:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=19010)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (a testbed host's own)")
     parser.add_argument("--ttft", type=float, default=0.0)
     parser.add_argument("--itl", type=float, default=0.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
@@ -251,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics", action="store_true")
     args = parser.parse_args(argv)
     cfg = StubConfig(ttft=args.ttft, itl=args.itl, tokens_per_chunk=args.tokens_per_chunk)
-    server = StubServer(cfg, args.port)
+    server = StubServer(cfg, args.port, args.host)
     print(f"stub serving on {server.url}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(server.serve_forever())
