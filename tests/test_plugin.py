@@ -84,3 +84,24 @@ def test_options_work_in_space_form_with_a_path_outside_the_repository(tmp_path)
             -3000:
         ]
         assert "tests/test_" not in result.stdout, "only the suites are collected (the ini's testpaths)"
+
+
+def test_n_auto_starts_one_worker_per_host_slot(tmp_path):
+    """xdist asks for `-n auto`'s count before pytest_configure, and its own answer (the CPU
+    count) came first: a lab of 8 one-slot hosts ran 2 cells at a time on a 2-core controller."""
+    hosts = {
+        f"h{i}": {
+            "transport": "local",
+            "address": "127.0.0.1",
+            "hardware": "cpu",
+            "accelerators": 1,
+            "slots": slots,
+            "workdir": str(tmp_path / f"w{i}"),
+        }
+        for i, slots in ((1, 2), (2, 1))
+    }
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text(yaml.safe_dump({"hosts": hosts}))
+    result = run_pytest("-n", "auto", "-m", "b300", f"--hosts={inventory}", f"--reports={tmp_path / 'r'}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "created: 3/3 workers" in result.stdout, result.stdout[-3000:]

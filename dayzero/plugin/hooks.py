@@ -48,13 +48,15 @@ def _runs_suites(config: pytest.Config) -> bool:
     )
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
+def _load(config: pytest.Config) -> bool:
+    """Load the matrix and the inventory into the stash once; False outside a dayzero checkout."""
+    if MATRIX_KEY in config.stash:
+        return True
     if (
         config.getoption("dayzero_matrix") == DEFAULTS["dayzero_matrix"]
         and not option_path(config, "dayzero_matrix").is_dir()
     ):
-        return  # not a dayzero checkout: stay out of the way
+        return False  # not a dayzero checkout: stay out of the way
     try:
         matrix = load_matrix(option_path(config, "dayzero_matrix"))
         inventory = load_inventory(option_path(config, "dayzero_hosts"), set(matrix.hardware))
@@ -62,6 +64,14 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"dayzero: {exc}") from None
     config.stash[MATRIX_KEY] = matrix
     config.stash[INVENTORY_KEY] = inventory
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not _load(config):
+        return
+    matrix = config.stash[MATRIX_KEY]
     config.stash[STARTED_KEY] = now_iso()
     for name, description in matrix.marker_names.items():
         config.addinivalue_line("markers", f"{name}: {description}")
@@ -130,10 +140,12 @@ def pytest_runtestloop(session: pytest.Session):
     return None
 
 
-@pytest.hookimpl(optionalhook=True)
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # xdist's own (the CPU count) answers otherwise
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto` starts one worker per host slot of the inventory: more would only wait on leases."""
-    if INVENTORY_KEY not in config.stash:
+    """`-n auto` starts one worker per host slot of the inventory: more would only wait on leases.
+
+    xdist asks in its pytest_cmdline_main, before pytest_configure: the inventory is loaded here."""
+    if not _load(config):
         return None
     return max(1, sum(h.slots for h in config.stash[INVENTORY_KEY].hosts))
 
