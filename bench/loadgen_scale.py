@@ -49,11 +49,14 @@ from loadgen_bench import (  # noqa: E402
 
 from bench.common import load_average, machine, write_result  # noqa: E402
 from dayzero.checks.metrics import percentile, run_summary, saturation  # noqa: E402
-from dayzero.loadgen import client_source  # noqa: E402
+from dayzero.lab.deploy import run_client  # noqa: E402
+from dayzero.lab.transport.local import LocalTransport  # noqa: E402
 from dayzero.run.phases import more_processes  # noqa: E402
 from dayzero.spec.card import Protocol  # noqa: E402
+from dayzero.spec.inventory import Host  # noqa: E402
 
 PORT = 19030
+HOST = Host(name="local", hardware="cpu", transport="local", address="127.0.0.1")
 
 
 def stub_argv(ttft: float, itl: float) -> list[str]:
@@ -99,12 +102,7 @@ def run_ours(url: str, concurrency: int, n: int, max_tokens: int, processes: int
         "requests": requests(n, max_tokens),
     }
     cpu0 = children_cpu()
-    p = subprocess.run(
-        ["python3", "-", json.dumps(spec)], input=client_source(), capture_output=True, timeout=1800
-    )
-    if p.returncode:
-        raise RuntimeError(p.stderr.decode()[-1000:])
-    answer = json.loads(p.stdout)
+    answer = run_client(LocalTransport(HOST), spec, timeout=1800)  # as a cell runs it, on its host
     answer["cpu_s"] = round(children_cpu() - cpu0, 3)
     return answer
 

@@ -6,6 +6,7 @@ tokens, stop early, over-report usage, drop a connection. No test here asserts a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,19 @@ def test_a_saturated_client_is_retried_with_more_processes_when_the_host_has_cor
     one_core = Protocol(repetitions=1, client_processes=1)
     meas = measure_workload(ep, MeasurementPlan(w, 600, one_core), accelerators=1)
     assert calls == [1] and "CPU 99% of a core" in meas.invalid[0]
+
+
+def test_a_load_spec_larger_than_one_command_line_argument_still_runs():
+    """5 x 256 prompts of a Kimi-size run make a spec of several hundred KiB: on the command line
+    it failed with E2BIG ("Argument list too long") before the client started."""
+    prompt = "word " * 60
+    spec = {
+        "action": "requests",
+        "url": "http://127.0.0.1:9",  # nothing listens: every request fails fast, which is fine here
+        "concurrency": 4,
+        "timeout": 5,
+        "requests": [{"id": f"r{i}", "prompt": prompt, "max_tokens": 1} for i in range(1280)],
+    }
+    assert len(json.dumps(spec)) > 300_000
+    answer = client(spec, timeout=120)
+    assert len(answer["records"]) == 1280 and all(r["error"] for r in answer["records"])

@@ -32,10 +32,20 @@ class Started:
     watchdog: RemoteProcess | None = None
 
 
+# The spec follows the client's source on stdin, never on the command line: a load spec at Kimi
+# concurrencies (5 x 256 prompts and more) passes the 128 KiB one argument of execve may hold.
+SPEC_MARK = b"\n# dayzero: the spec follows\n"
+BOOT = (
+    f"import sys;d=sys.stdin.buffer.read();src,_,spec=d.partition({SPEC_MARK!r});"
+    "sys.argv=['-',spec.decode()];exec(compile(src,'dayzero-client','exec'),{'__name__':'__main__'})"
+)
+
+
 def run_client(transport: Transport, spec: dict, timeout: float) -> dict:
-    """Run the stdlib client on the host (source on stdin) and parse its JSON answer."""
-    command = f"{transport.host.python} - {quote(json.dumps(spec))}"
-    result = transport.run(command, timeout=timeout, stdin=client_source())
+    """Run the stdlib client on the host (source and spec on stdin) and parse its JSON answer."""
+    command = f"{transport.host.python} -c {quote(BOOT)}"
+    stdin = client_source() + SPEC_MARK + json.dumps(spec).encode()
+    result = transport.run(command, timeout=timeout, stdin=stdin)
     if not result.ok:
         raise InfrastructureError(
             f"{transport.host.name}: client exited {result.exit_status}: {result.stderr.strip()[-800:]}"
