@@ -18,8 +18,9 @@ per host slot) over `cells-per-host x N` cells.
 The wall time includes pytest's and every xdist worker's start-up: what a user waits for.
 
 Host search: 50 testbed hosts, 49 of them leased by another run; a cell's lease (`acquire_all`,
-the pool's search) is timed cold (a new pool: one SSH connection per host tried) and warm (the
-pool's connections already open), next to the floor: the same lease when the first host is free.
+the pool's search, free host last) is timed in a fresh process, cold (a new xdist worker: one SSH
+handshake per host it tries) and warm (connections open), next to the floor: an inventory of
+that one free host.
 
 Raw figures go to reports/bench/parallel.json; speeds are machine-dependent: read ratios.
 """
@@ -182,6 +183,46 @@ def run_size(n: int, cells: int, service: float, work: Path) -> dict:
 # --- host search ---------------------------------------------------------------------------------
 
 
+def search_once(inventory_path: Path, quarantine: Path, repeat: int) -> dict:
+    """In a fresh process (SSH connections are pooled per process): the first search of a new
+    worker opens one connection per host it tries (cold); later ones reuse them (warm)."""
+    inventory = load_inventory(inventory_path, {"cpu"})
+    candidates = inventory.for_hardware("cpu")
+    pool = HostPool(inventory, quarantine, "bench", say=lambda m: None)
+
+    def search(among) -> float:
+        t0 = time.perf_counter()
+        got = acquire_all(among, 1, pool.transport, run_id="bench", cell_id="c", worker="gw0", wait=0)
+        seconds = time.perf_counter() - t0
+        assert got[0].host.name == among[-1].name, got
+        for lease in got:
+            release(pool.transport(lease.host), lease)
+        return seconds
+
+    cold = search(candidates)
+    warm = [search(candidates) for _ in range(repeat)]
+    pool.close()
+    return {"cold_s": round(cold, 3), "warm_s": round(statistics.median(warm), 3)}
+
+
+def search_child(inventory_path: Path, quarantine: Path, among: str, repeat: int = 3) -> dict:
+    argv = [
+        sys.executable,
+        __file__,
+        "--search-child",
+        str(inventory_path),
+        str(quarantine),
+        among,
+        str(repeat),
+    ]
+    p = subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+    if p.returncode:
+        raise RuntimeError(p.stderr[-1500:])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def host_search(work: Path, hosts: int = 50, repeat: int = 3) -> dict:
     """Time a cell's lease when only one of `hosts` is free (the last in inventory order)."""
     work.mkdir(parents=True, exist_ok=True)
@@ -192,36 +233,18 @@ def host_search(work: Path, hosts: int = 50, repeat: int = 3) -> dict:
         free = next(name for name in reversed(names) if not data["hosts"][name].get("jump"))
         order = [x for x in names if x != free] + [free]  # the free host last in inventory order
         data["hosts"] = {x: data["hosts"][x] for x in order}
-        inventory_path = bed.inventory.with_name("search.yaml")
-        inventory_path.write_text(yaml.safe_dump(data, sort_keys=False))
-        inventory = load_inventory(inventory_path, {"cpu"})
+        full = bed.inventory.with_name("search.yaml")
+        full.write_text(yaml.safe_dump(data, sort_keys=False))
+        data["hosts"] = {free: data["hosts"][free]}
+        alone = bed.inventory.with_name("alone.yaml")  # the floor: the only candidate, and free
+        alone.write_text(yaml.safe_dump(data, sort_keys=False))
+        inventory = load_inventory(full, {"cpu"})
+        holder = HostPool(inventory, work / "quarantine", "other-run", say=lambda m: None)
         candidates = inventory.for_hardware("cpu")
-
-        def pool(run_id: str) -> HostPool:
-            return HostPool(inventory, work / "quarantine", run_id, say=lambda m: None)
-
-        holder = pool("other-run")
         held = [try_acquire(holder.transport(h), "other-run", "other/cell", "gw9") for h in candidates[:-1]]
         assert all(not isinstance(x, str) for x in held), held
-
-        def search(p: HostPool, among) -> float:
-            t0 = time.perf_counter()
-            got = acquire_all(among, 1, p.transport, run_id="bench", cell_id="c", worker="gw0", wait=0)
-            seconds = time.perf_counter() - t0
-            assert got[0].host.name == among[-1].name if len(among) > 1 else True, got
-            for lease in got:
-                release(p.transport(lease.host), lease)
-            return seconds
-
-        cold, warm, floor = [], [], []
-        for _ in range(repeat):
-            p = pool("bench")
-            cold.append(search(p, candidates))
-            warm.append(search(p, candidates))
-            p.close()
-            p = pool("bench")
-            floor.append(search(p, candidates[-1:]))  # cold too: one connection, one free host
-            p.close()
+        searched = search_child(full, work / "quarantine", "all", repeat)
+        floor = search_child(alone, work / "quarantine", "one", repeat)
         for lease in held:
             release(holder.transport(lease.host), lease)
         holder.close()
@@ -230,9 +253,10 @@ def host_search(work: Path, hosts: int = 50, repeat: int = 3) -> dict:
     return {
         "hosts": hosts,
         "leased": hosts - 1,
-        "cold_s": round(statistics.median(cold), 3),
-        "warm_s": round(statistics.median(warm), 3),
-        "first_host_free_s": round(statistics.median(floor), 3),
+        "cold_s": searched["cold_s"],
+        "warm_s": searched["warm_s"],
+        "floor_cold_s": floor["cold_s"],
+        "floor_warm_s": floor["warm_s"],
         "load": load_average(),
     }
 
@@ -255,14 +279,18 @@ def markdown(result: dict) -> str:
     if s:
         lines += [
             "",
-            "| hosts | leased | find the free one, cold s | warm s | floor: first host free, cold s |",
+            "| hosts | leased | find the free one: new worker (cold) s | later cells (warm) s | floor: one free host, cold s / warm s |",
             "|---|---|---|---|---|",
-            f"| {s['hosts']} | {s['leased']} | {s['cold_s']} | {s['warm_s']} | {s['first_host_free_s']} |",
+            f"| {s['hosts']} | {s['leased']} | {s['cold_s']} | {s['warm_s']} | {s['floor_cold_s']} / {s['floor_warm_s']} |",
         ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--search-child"]:  # inventory quarantine label repeat
+        print(json.dumps(search_once(Path(argv[1]), Path(argv[2]), int(argv[4]))))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--cells-per-host", type=int, default=4)

@@ -40,7 +40,12 @@ def test_raw_records_go_first_then_full_logs_and_the_rest_stays(tmp_path):
     results = results_dir(tmp_path)
     trimmed = within_budget(results, tmp_path / "staging", budget=7_000)  # 12 000 bytes written
     assert trimmed.results == tmp_path / "staging"
-    assert trimmed.dropped == {"raw records: ": 2, "server log (full): ": 0}
+    assert trimmed.dropped == {
+        "raw records: ": 2,
+        "server log (full): ": 0,
+        "evidence": 0,
+        "metric summary": 0,
+    }
     assert trimmed.dropped_bytes == 6000 and "2 raw records" in trimmed.describe()
     note = json.loads((trimmed.results / "a-0-attachment.json").read_text())
     assert "left out" in note["omitted"]
@@ -49,6 +54,11 @@ def test_raw_records_go_first_then_full_logs_and_the_rest_stays(tmp_path):
     assert (results / "a-0-attachment.json").read_text() == "x" * 3000  # the run's files untouched
 
     tighter = within_budget(results, tmp_path / "staging", budget=3_000)
-    assert tighter.dropped == {"raw records: ": 2, "server log (full): ": 2}
+    assert tighter.dropped == {
+        "raw records: ": 2,
+        "server log (full): ": 2,
+        "evidence": 0,
+        "metric summary": 0,
+    }
     assert "left out" in (tighter.results / "b-1-attachment.txt").read_text()
     assert (tighter.results / "b-2-attachment.json").read_text() == "x" * 1000

@@ -17,7 +17,7 @@ import yaml
 
 from dayzero.errors import ConfigError
 
-# libyaml's loader where PyYAML was built with it (6-10x faster on a model card); the pure-Python
+# libyaml's loader where PyYAML was built with it (over 10x faster on a model card); the pure-Python
 # one otherwise and for errors, so a message reads the same either way.
 _FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
