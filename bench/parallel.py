@@ -81,6 +81,7 @@ def card(cells: int, service: float) -> dict:
                 str(service),
                 "--itl",
                 "0",
+                "--metrics",  # as llama-server's: the run reads /metrics around every phase
             ],  # fmt: skip
             "env": {"PYTHONPATH": str(ROOT / "tools")},
         },
