@@ -127,19 +127,61 @@ class Slurm:
             time.sleep(0.5)
         raise InfrastructureError(f"slurm job {job_id} still in the queue {timeout:.0f}s after scancel")
 
+    def step(self, job_id: str, node: str, inner: str) -> str:
+        """The srun line (without the cluster's setup) that runs the shell text `inner` as one
+        task of a new step of the job on `node`, beside the steps already running (`--overlap`)."""
+        srun = [
+            "srun", "--jobid", job_id, "--nodelist", node, "--nodes", "1", "--ntasks", "1",
+            "--overlap", "--kill-on-bad-exit=1", "--quiet", "bash", "-c", inner,
+        ]  # fmt: skip
+        return " ".join(quote(a) for a in srun)
+
     def launch(
-        self, alloc: Allocation, node: str, command: str, *, log_path: str, env: dict[str, str]
+        self,
+        alloc: Allocation,
+        node: str,
+        command: str,
+        *,
+        log_path: str,
+        env: dict[str, str],
+        setup: str = "",
+        cwd: str | None = None,
     ) -> RemoteProcess:
         """Start `command` on one node of the allocation as an srun step in the background; the
         returned process group (srun on the login host) is killed with `transport.kill`, which
-        ends the step on the node."""
-        inner = exports(env) + f"exec {command}"  # the node's engine_setup goes into `command`
-        srun = [
-            "srun", "--jobid", alloc.job_id, "--nodelist", node, "--nodes", "1", "--ntasks", "1",
-            "--overlap", "--kill-on-bad-exit=1", "bash", "-c", inner,
-        ]  # fmt: skip
-        line = " ".join(quote(a) for a in srun)
-        return self.transport.start(line, env={}, log_path=log_path, setup=self.cluster.setup)
+        ends the step on the node. `setup` (the node's engine_setup) and `cd cwd` run on the node."""
+        cd = f"mkdir -p {quote(cwd)} && cd {quote(cwd)} || exit 1\n" if cwd else ""
+        inner = cd + (f"{setup}\n" if setup else "") + exports(env) + f"exec {command}"
+        srun = self.step(alloc.job_id, node, inner)
+        return self.transport.start(srun, env={}, log_path=log_path, setup=self.cluster.setup)
+
+    def addresses(self) -> dict[str, str]:
+        """node -> the address it is reached at (NodeAddr), for every node of the cluster."""
+        out = self.run(["sinfo", "-h", "-N", "-o", "%N|%o"])
+        return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+    def watchdog(self, job_id: str, heartbeat: str, timeout: float, log_path: str) -> RemoteProcess:
+        """A dead man's switch on the login host: `scancel` the job, again until it has left the
+        queue, once `heartbeat` goes untouched for `timeout` seconds, disappears or changes
+        owner (the controller died or let go without cancelling: a dead controller never
+        cancels). Ends by itself when the job has left the queue, or past the job's time limit."""
+        hb, job = quote(heartbeat), quote(job_id)
+        give_up = int(time_limit_seconds(self.cluster.time_limit) + 600)
+        ended = ("CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED")
+        gone = "|".join(["0:", *(f"0:{state}*" for state in ended), "*'Invalid job id'*"])
+        loop = (
+            f"own=$(cksum < {hb} 2>/dev/null); end=$(( $(date +%s) + {give_up} )); "
+            f"while [ $(date +%s) -lt $end ]; do "
+            f"st=$(squeue -h -j {job} -o %T 2>&1); rc=$?; "
+            f'case "$rc:$st" in {gone}) exit 0;; esac; '
+            f"age=$(( $(date +%s) - $(stat -c %Y {hb} 2>/dev/null || echo 0) )); "
+            f'if [ $age -gt {int(timeout)} ] || [ "$(cksum < {hb} 2>/dev/null)" != "$own" ]; then '
+            f'echo "$(date -u +%FT%TZ) heartbeat stale or gone: scancel {job}"; scancel {job}; fi; '
+            f"sleep 2; done"
+        )
+        return self.transport.start(
+            f"bash -c {quote(loop)}", env={}, log_path=log_path, setup=self.cluster.setup
+        )
 
     @contextlib.contextmanager
     def allocation(
@@ -170,6 +212,17 @@ def _kind(cluster: SlurmCluster, gres: str) -> str | None:
     return None
 
 
+def time_limit_seconds(limit: str) -> int:
+    """Seconds of a Slurm time limit: `minutes`, `m:s`, `h:m:s`, `d-h`, `d-h:m`, `d-h:m:s`."""
+    days, _, rest = limit.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:
+        h, m, sec = (parts + [0, 0])[:3]
+    else:
+        h, m, sec = {1: [0, parts[0], 0], 2: [0, *parts], 3: parts}[len(parts)]
+    return int(days or 0) * 86400 + h * 3600 + m * 60 + sec
+
+
 def job_name(run_id: str, cell_id: str) -> str:
     """`dayzero:<run>:<cell>`, in characters squeue and scancel --name take as they are."""
     return re.sub(r"[^A-Za-z0-9_.:/+-]", "_", f"dayzero:{run_id}:{cell_id}")
@@ -181,7 +234,7 @@ def submit_argv(
     argv = [
         "sbatch", "--parsable", "--job-name", name, "--nodes", str(nodes), "--ntasks-per-node", "1",
         "--partition", hardware.partition or cluster.partition, "--time", cluster.time_limit,
-        "--output", "/dev/null",
+        "--output", "/dev/null", "--no-requeue",
     ]  # fmt: skip
     optional = (("--account", cluster.account), ("--qos", cluster.qos), ("--constraint", hardware.constraint))
     for flag, value in optional:
@@ -194,6 +247,13 @@ def submit_argv(
     if exclude:
         argv += ["--exclude", ",".join(exclude)]
     return [*argv, "--wrap", HOLD]
+
+
+def usable_nodes(cluster: SlurmCluster, hw: SlurmHardware, nodes: tuple[NodeState, ...]) -> list[NodeState]:
+    """Nodes of the hardware's partition and gres that are not down, drained, failed or unknown."""
+    partition = hw.partition or cluster.partition
+    fits = [n for n in nodes if partition in n.partitions and (not hw.gres_type or n.kind == hw.hardware)]
+    return [n for n in fits if not re.match(r"(down|drain|fail|inval|unk)", n.state)]
 
 
 def check_lines(cluster: SlurmCluster, nodes: tuple[NodeState, ...]) -> tuple[list[str], int]:
@@ -211,7 +271,7 @@ def check_lines(cluster: SlurmCluster, nodes: tuple[NodeState, ...]) -> tuple[li
     for hw in cluster.hardware:
         partition = hw.partition or cluster.partition
         fits = [n for n in nodes if partition in n.partitions and (not hw.gres_type or n.kind == hw.hardware)]
-        up = [n for n in fits if not re.match(r"(down|drain|fail|inval|unk)", n.state)]
+        up = usable_nodes(cluster, hw, nodes)
         asked = hw.gres or "no gres"
         lines.append(f"{hw.hardware}: {len(up)} of {len(fits)} node(s) usable in {partition} ({asked})")
         if not up:

@@ -142,12 +142,15 @@ def pytest_runtestloop(session: pytest.Session):
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # xdist's own (the CPU count) answers otherwise
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """`-n auto` starts one worker per host slot of the inventory: more would only wait on leases.
+    """`-n auto` starts one worker per host slot of the inventory and per job its Slurm cluster
+    may hold at once (`max_jobs`): more would only wait on leases.
 
     xdist asks in its pytest_cmdline_main, before pytest_configure: the inventory is loaded here."""
     if not _load(config):
         return None
-    return max(1, sum(h.slots for h in config.stash[INVENTORY_KEY].hosts))
+    inventory = config.stash[INVENTORY_KEY]
+    jobs = inventory.slurm.max_jobs if inventory.slurm else 0
+    return max(1, sum(h.slots for h in inventory.hosts) + jobs)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -31,6 +31,7 @@ from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.lab.deploy import Deployment, run_client
 from dayzero.lab.pool import Held, HostPool, NoHost
 from dayzero.lab.preflight import HostFacts
+from dayzero.lab.slurm_pool import SlurmPool
 from dayzero.lab.transport import Transport, network_address
 from dayzero.redact import redact, redact_file
 from dayzero.report.allure_cell import attach_story
@@ -69,8 +70,9 @@ class RunContext:
         return self.reports_dir / "runs" / self.run_id / "quarantine"
 
     @cached_property
-    def pool(self) -> HostPool:
-        return HostPool(
+    def pool(self) -> HostPool | SlurmPool:
+        """The host pool; with a Slurm cluster in the inventory, the pool of its jobs in front of it."""
+        hosts = HostPool(
             self.inventory,
             self.quarantine_dir,
             self.run_id,
@@ -81,6 +83,7 @@ class RunContext:
             transports=self.transports,
             facts=self.facts,
         )
+        return SlurmPool(hosts) if self.inventory.slurm else hosts
 
     def transport(self, host: Host) -> Transport:
         return self.pool.transport(host)

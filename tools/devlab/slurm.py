@@ -95,7 +95,7 @@ class SlurmBed:
         )  # fmt: skip
         out = [Daemon("munged", munged, d / "log" / "munged.out")]
         log = d / "log"
-        out.append(Daemon("slurmctld", ("slurmctld", "-D", "-c", "-i", "-f", conf), log / "slurmctld.out"))
+        out.append(Daemon("slurmctld", ("slurmctld", "-D", "-i", "-f", conf), log / "slurmctld.out"))
         out += [Daemon(n, ("slurmd", "-D", "-N", n, "-f", conf), log / f"slurmd-{n}.out") for n in self.nodes]
         return tuple(out)
 
@@ -132,6 +132,23 @@ class SlurmBed:
     def jobs(self) -> list[str]:
         result = _client(self, ["squeue", "-h", "-o", "%i"], timeout=10)
         return result.stdout.split() if result is not None and result.returncode == 0 else []
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one daemon (fault tests: the controller dies mid-cell)."""
+        pid = self.pids().get(name)
+        if pid is None:
+            raise TestbedError(f"{name} is not running")
+        _signal(pid, 9)
+        if _wait_gone([pid], 10.0):
+            raise TestbedError(f"{name} ({pid}) survived SIGKILL")
+
+    def restart(self, name: str, timeout: float = 30.0) -> None:
+        """Start a daemon that died again (its state, jobs included, is read back from the
+        state directory); returns when the controller answers again."""
+        daemon = next(dm for dm in self.daemons() if dm.name == name)
+        env = {**self.env, "PATH": os.pathsep.join([os.environ.get("PATH", ""), *SBIN])}
+        proc = _launch(daemon, env)
+        _wait(f"{name} back", lambda: bool(self.sinfo()), {name: proc}, self, time.monotonic() + timeout)
 
     def stop(self, grace: float = 5.0) -> None:
         """Cancel every job and wait for the queue to empty, then TERM the daemons (KILL after
@@ -212,6 +229,10 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def node_address(i: int) -> str:
+    return f"127.0.2.{i}"
+
+
 def slurm_conf(bed: SlurmBed, ports: list[int], user: str) -> str:
     """slurm.conf: the reference's configuration with every path inside the directory."""
     d, host = bed.directory, socket.gethostname().split(".")[0]
@@ -243,9 +264,11 @@ def slurm_conf(bed: SlurmBed, ports: list[int], user: str) -> str:
         f"SlurmdLogFile={d / 'log' / 'slurmd-%n.log'}",
         "GresTypes=gpu",
     ]
-    for node, port in zip(bed.nodes, node_ports, strict=True):
+    for i, (node, port) in enumerate(zip(bed.nodes, node_ports, strict=True), start=1):
+        # an address of its own per node (127.0.2.i, still this machine): engines of cells on two
+        # nodes, or of an SSH/local cell beside them on 127.0.0.1, never share a port
         lines.append(
-            f"NodeName={node} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs=2 "
+            f"NodeName={node} NodeHostname={host} NodeAddr={node_address(i)} Port={port} CPUs=2 "
             f"RealMemory=1000 Gres=gpu:{GRES_TYPE}:{GPUS_PER_NODE}"
         )
     nodes = ",".join(bed.nodes)

@@ -21,7 +21,7 @@ def open_transport(host: Host, inventory: Inventory | None = None) -> Transport:
 def network_address(host: Host, inventory: Inventory | None = None) -> str:
     """The address an engine binds to and clients reach: an inventory `address` may be an
     `ssh_config` alias, which only ssh understands, so for ssh hosts its HostName is used."""
-    if host.transport == "local":
+    if host.transport in ("local", "slurm"):  # a Slurm node's address is its NodeAddr
         return host.address
     from dayzero.lab.transport.ssh import resolve_target
 

@@ -1,0 +1,229 @@
+"""Cells through a real Slurm (tools/testbed slurm, real llama-server): every cpu cell with `-n 2`,
+preflight inside the allocation, and the faults of issue 14, each asserting the verdict, its
+category and that nothing is left (squeue empty of the run's jobs, no engine on the nodes).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dayzero.lab.pool import HostPool
+from dayzero.lab.slurm import time_limit_seconds
+from dayzero.lab.slurm_pool import SlurmPool, port_slots
+from dayzero.spec.inventory import load_inventory
+from dayzero.spec.matrix import load_matrix
+from devlab import slurm as devslurm  # tools/ is on sys.path (conftest)
+from devlab.testbed import engine_defaults
+
+from .conftest import REPO, needs_engine, run_pytest
+from .slurm_bed import e2e_lock, require_slurm
+
+CELL = "smollm2-135m/cpu/low_latency/baseline"
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    """Two slurmd nodes (n1, n2) whose inventory runs the cached llama-server."""
+    require_slurm()
+    setup, variables = engine_defaults()
+    directory = tmp_path_factory.mktemp("slurm")
+    with e2e_lock(), devslurm.start(2, directory, engine_setup=setup, variables=variables) as bed:
+        yield bed
+
+
+def _squeue(bed) -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-o", "%i %j"], env=bed.env, capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def _engines() -> list[str]:
+    """llama-server processes bound to a testbed node's address (127.0.2.x)."""
+    out = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "llama-server" in line and "--host 127.0.2." in line]
+
+
+def _wait_until(ready, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f}s: {what}"
+        time.sleep(0.5)
+
+
+def _nothing_left(bed, timeout: float = 45) -> None:
+    """No job of ours in the queue and no engine on the nodes (bounded: Slurm ends steps async)."""
+    _wait_until(lambda: not _squeue(bed) and not _engines(), f"{_squeue(bed)} {_engines()}", timeout)
+
+
+def _evidence(reports: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in (reports / "evidence").glob("*.json")]
+
+
+def _categories(reports: Path) -> set[str]:
+    results = [json.loads(p.read_text()) for p in (reports / "allure-results").glob("*-result.json")]
+    return {lab["value"] for r in results for lab in r["labels"] if lab["name"] == "dayzero_category"}
+
+
+# -- pure parts ----------------------------------------------------------------------------------
+
+
+def test_time_limits_and_port_slots():
+    assert [time_limit_seconds(t) for t in ("30", "30:00", "2:00:00", "1-00", "1-2:03:04")] == [
+        1800, 1800, 7200, 86400, 93784,
+    ]  # fmt: skip
+    shared = port_slots({"n10": "10.0.0.1", "n2": "10.0.0.1", "n1": "10.0.0.1", "gpu1": "10.0.0.9"})
+    assert shared == {"gpu1": 0, "n1": 0, "n2": 1, "n10": 2}
+
+
+# -- a real Slurm ----------------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@needs_engine
+def test_every_cpu_cell_runs_through_slurm_with_two_workers(bed, tmp_path):
+    reports = tmp_path / "reports"
+    result = run_pytest(
+        "-m", "cpu", "-n", "2", "-q", f"--hosts={bed.inventory}", f"--reports={reports}", timeout=900
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "4 passed" in result.stdout
+    docs = _evidence(reports)
+    assert len(docs) == 4 and all(d["verdict"] == "passed" for d in docs)
+    jobs = [d["hosts"][0]["lease"]["slurm"] for d in docs]
+    assert len({j["job_id"] for j in jobs}) == 4 and all(len(j["nodes"]) == 1 for j in jobs)
+    assert {d["hosts"][0]["name"] for d in docs} == {"n1", "n2"}, "two workers, two jobs at once"
+    progress = next(reports.glob("runs/*/progress.log")).read_text()
+    assert "RUNNING" in progress and "[gw1]" in progress
+    _nothing_left(bed, timeout=15)
+
+
+@pytest.mark.e2e
+@needs_engine
+def test_a_node_failing_preflight_is_excluded_and_the_cell_moves(bed, tmp_path):
+    """Preflight runs inside the allocation: n1's engine is broken, so n1 is excluded from the
+    next job (`--exclude n1`) and the cell gets n2."""
+    broken = tmp_path / "inventory.yaml"
+    text = bed.inventory.read_text()
+    broken_setup = '[ \\"$SLURMD_NODENAME\\" != n1 ] || exit 3; '
+    broken.write_text(text.replace('engine_setup: "', f'engine_setup: "{broken_setup}', 1))
+    matrix = load_matrix(REPO / "matrix")
+    inventory = load_inventory(broken, set(matrix.hardware))
+    said: list[str] = []
+    hosts = HostPool(inventory, tmp_path / "quarantine", "run-x", lease_wait=60, ttl=30, say=said.append)
+    pool = SlurmPool(hosts)
+    card = matrix.cards["smollm2-135m"]
+    held = pool.acquire(CELL, matrix.hardware["cpu"], 1, card.engine.name, card.engine.version_command)
+    try:
+        assert [h.name for h in held.hosts] == ["n2"], said
+        assert list(pool.quarantined()) == ["n1"] and "not usable" in pool.quarantined()["n1"]
+        assert any("excluded slurm node n1" in line for line in said)
+        assert any("excluding n1" in line for line in said)
+    finally:
+        pool.release(held)
+        pool.close()
+    _nothing_left(bed, timeout=15)
+
+
+def _start_cell(bed, reports: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:randomly",
+            "-q",
+            "-m",
+            "cpu",
+            "-k",
+            "low_latency and baseline",
+            f"--hosts={bed.inventory}",
+            f"--reports={reports}",
+            *extra,
+        ],  # fmt: skip
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _wait_progress(reports: Path, needle: str, proc: subprocess.Popen, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = list(reports.glob("runs/*/progress.log"))
+        text = logs[0].read_text() if logs else ""
+        if needle in text:
+            return text
+        if proc.poll() is not None:
+            break
+        time.sleep(0.3)
+    proc.kill()
+    raise AssertionError(f"no {needle!r} in the progress log: {text}\n{proc.communicate()[0][-3000:]}")
+
+
+def _ends_broken(proc: subprocess.Popen, reports: Path, timeout: float = 180) -> dict:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 1, out[-3000:]
+    (doc,) = _evidence(reports)
+    assert doc["verdict"] == "broken", doc["error"]
+    assert _categories(reports) == {"infrastructure"}, out[-3000:]
+    return doc
+
+
+@pytest.mark.e2e
+@needs_engine
+def test_job_cancelled_from_outside_mid_cell_breaks_the_cell(bed, tmp_path):
+    reports = tmp_path / "reports"
+    proc = _start_cell(bed, reports)
+    _wait_progress(reports, "ready after", proc)
+    (job,) = [line.split()[0] for line in _squeue(bed)]
+    subprocess.run(["scancel", job], env=bed.env, check=True)
+    doc = _ends_broken(proc, reports)
+    assert f"slurm job {job}" in doc["error"]
+    _nothing_left(bed)
+
+
+@pytest.mark.e2e
+@needs_engine
+def test_node_set_down_mid_cell_breaks_the_cell(bed, tmp_path):
+    reports = tmp_path / "reports"
+    proc = _start_cell(bed, reports)
+    text = _wait_progress(reports, "ready after", proc)
+    node = text.split(" runs on ")[1].split()[0]
+    update = ["scontrol", "update", f"nodename={node}"]
+    subprocess.run([*update, "state=down", "reason=test"], env=bed.env, check=True)
+    try:
+        doc = _ends_broken(proc, reports)
+        assert "slurm job" in doc["error"], doc["error"]
+        _nothing_left(bed)
+    finally:  # ReturnToService=2 may already have brought it back (slurmd still answers)
+        if bed.sinfo().get(node) != "idle":
+            subprocess.run([*update, "state=resume"], env=bed.env)
+        _wait_until(lambda: bed.sinfo().get(node) == "idle", f"{node} idle again", 30)
+
+
+def test_allocation_never_granted_within_lease_wait_breaks_the_cell(bed, tmp_path):
+    holder = subprocess.run(
+        ["sbatch", "--parsable", "-N2", "--exclusive", "-o", "/dev/null", "--wrap", "exec sleep 600"],
+        env=bed.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    try:
+        reports = tmp_path / "reports"
+        proc = _start_cell(bed, reports, "--lease-wait=4")
+        doc = _ends_broken(proc, reports, timeout=120)
+        assert "not granted within 4s: PENDING" in doc["error"], doc["error"]
+        assert [line.split()[0] for line in _squeue(bed)] == [holder]
+        progress = next(reports.glob("runs/*/progress.log")).read_text()
+        assert "PENDING (Resources)" in progress or "PENDING (Priority)" in progress, progress
+    finally:
+        subprocess.run(["scancel", holder], env=bed.env, check=True)
+    _nothing_left(bed)
