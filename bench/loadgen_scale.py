@@ -79,13 +79,20 @@ def stub_lateness(reset: bool = True) -> dict:
     return out
 
 
+SPREAD = 0  # --spread: output lengths max_tokens +- SPREAD, so that streams stop ending together
+
+
+def length(i: int, max_tokens: int) -> int:
+    return max_tokens + (i * 7) % (2 * SPREAD + 1) - SPREAD if SPREAD else max_tokens
+
+
 def requests(n: int, max_tokens: int, offset: int = 0) -> list[dict]:
     return [
         {
             "id": f"r{i}",
             "kind": "chat",
             "prompt": PROMPTS[(i + offset) % len(PROMPTS)],
-            "max_tokens": max_tokens,
+            "max_tokens": length(i + offset, max_tokens),
             "extra": {"ignore_eos": True},
         }
         for i in range(n)
@@ -184,7 +191,7 @@ def added(row: dict, ttft_ms: float, itl_ms: float) -> dict:
 def markdown(result: dict) -> str:
     lines = [
         f"loadgen at scale, {result['date']} ({result['machine']}), stub TTFT {result['ttft_ms']:g} ms, "
-        f"{result['itl_ms']:g} ms between tokens, {result['max_tokens']} tokens per request, "
+        f"{result['itl_ms']:g} ms between tokens, {result['max_tokens']} (+-{result.get('spread', 0)}) tokens per request, "
         f"stub on CPU {result['stub_cpu']}; load average {result['load_average_at_start']} -> {result['load_average_at_end']}",
         "",
         "| streams | client | processes (auto) | added TTFT median ms | added TTFT p99 ms | added ITL median ms | stub's own lateness, first token p99 ms | client CPU s | flagged saturated |",
@@ -218,9 +225,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--requests-per-stream", type=int, default=3)
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument(
+        "--spread",
+        type=int,
+        default=0,
+        help="vary our client's output lengths by +-N tokens (aiperf is then skipped): a closed loop of "
+        "equal lengths resends every stream at once",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "loadgen_scale.json")
     args = parser.parse_args(argv)
-    peer = peer_available() and not args.no_peer
+    global SPREAD
+    SPREAD = args.spread
+    peer = peer_available() and not args.no_peer and not args.spread
     if peer:
         ensure_tokenizer()
     cpus = sorted(os.sched_getaffinity(0))
@@ -231,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         "ttft_ms": args.ttft * 1000,
         "itl_ms": args.itl * 1000,
         "max_tokens": args.max_tokens,
+        "spread": args.spread,
         "stub_cpu": cpus[0] if pinned else "shared",
         "rows": [],
     }
