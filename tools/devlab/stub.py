@@ -38,6 +38,9 @@ class StubConfig:
     metrics_format: str = "llama.cpp"  # or "sglang": which engine's /metrics the stub prints
 
 
+BACKLOG = 4096  # 1024 streams connect at once; asyncio's default of 100 drops SYNs (1 s retries)
+
+
 def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
@@ -89,14 +92,18 @@ class StubServer:
     async def _serve_until_stopped(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 24)
+        server = await asyncio.start_server(
+            self._handle, self.host, self.port, limit=1 << 24, backlog=BACKLOG
+        )
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         async with server:
             await self._stop.wait()
 
     async def serve_forever(self) -> None:
-        server = await asyncio.start_server(self._handle, self.host, self.port, limit=1 << 24)
+        server = await asyncio.start_server(
+            self._handle, self.host, self.port, limit=1 << 24, backlog=BACKLOG
+        )
         self.port = server.sockets[0].getsockname()[1]
         async with server:
             await server.serve_forever()
