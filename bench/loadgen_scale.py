@@ -131,6 +131,7 @@ def ours(url: str, concurrency: int, n: int, max_tokens: int) -> dict:
         processes = more
     s = run_summary(answer["records"], 1, concurrency)
     procs = answer["procs"]
+    waves = first_wave(answer["records"], concurrency)
     return {
         "client": "dayzero",
         "processes": processes,
@@ -147,6 +148,18 @@ def ours(url: str, concurrency: int, n: int, max_tokens: int) -> dict:
         "lag_p99_ms": [p["lag_ms"].get("p99") for p in procs],
         "saturated": found,
         "stub_late": late,
+        **waves,
+    }
+
+
+def first_wave(records: list[dict], concurrency: int) -> dict:
+    """Added TTFT p99 of a phase's first `concurrency` requests (by send time) and of the rest."""
+    sent = sorted((r for r in records if r.get("first")), key=lambda r: r["send"])
+    ttft = [(r["first"] - r["send"]) * 1000 for r in sent]
+    first, rest = ttft[:concurrency], ttft[concurrency:]
+    return {
+        "first_wave_p99_ttft_ms": round(percentile(first, 99), 3) if first else None,
+        "later_p99_ttft_ms": round(percentile(rest, 99), 3) if rest else None,
     }
 
 
@@ -185,6 +198,9 @@ def added(row: dict, ttft_ms: float, itl_ms: float) -> dict:
         row["added_ttft_median_ms"] = round(row["median_ttft_ms"] - ttft_ms, 3)
         row["added_ttft_p99_ms"] = round(row["p99_ttft_ms"] - ttft_ms, 3)
         row["added_itl_median_ms"] = round(row["median_itl_ms"] - itl_ms, 3)
+        for key in ("first_wave_p99_ttft_ms", "later_p99_ttft_ms"):
+            if row.get(key) is not None:
+                row[key.replace("_ttft_ms", "_added_ttft_ms")] = round(row[key] - ttft_ms, 3)
     return row
 
 
