@@ -50,6 +50,8 @@ def launches_json(recipe: Recipe, secrets: Iterable[str]) -> list[dict]:
             "rank": lc.rank,
             "host": lc.host,
             "port": lc.port,
+            "endpoint": lc.endpoint,
+            "ready": lc.ready,  # how it was known ready: http health, tcp port, or running
             "command": redact(lc.command, secrets),
             "env": redact_env(lc.env),
             **({"container": join(lc.container)} if lc.container else {}),  # the docker run prefix

@@ -21,7 +21,9 @@ def test_the_shipped_card_reads_as_types():
     matrix = load_matrix(REPO / "matrix")
     card = matrix.cards["smollm2-135m"]
     assert card.engine.name == "llama.cpp" and card.engine.health_path == "/health"
-    assert card.engine.bind == "{host}" and card.engine.multinode_args == ()
+    assert card.engine.bind == "{host}" and card.engine.multinode_args[:2] == ("--rpc", "{peers}")
+    worker = card.engine.worker
+    assert worker and worker.argv[0] == "rpc-server" and worker.port == 50052
     assert card.mode("low_latency").golden == GoldenPolicy("exact")
     assert card.mode("high_throughput").golden == GoldenPolicy("first_n_tokens", n=4)
     assert card.mode("high_throughput").concurrency == 4

@@ -70,6 +70,10 @@ def inventory_with(bed, path: Path, cpu_hosts: set[str]) -> Path:
     return path
 
 
+# The single-host cpu cells (the cells across hosts run in test_multihost_e2e).
+ONE_HOST = "cpu and (low_latency or high_throughput)"
+
+
 def servers_on(address: str) -> list[str]:
     return processes_matching(f"--host {address} ")
 
@@ -95,7 +99,7 @@ def test_cpu_cells_over_ssh_in_parallel_on_two_hosts(lab, quick_matrix, tmp_path
     inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
     reports = tmp_path / "reports"
     result = subprocess.run(
-        pytest_cmd(quick_matrix, "-m", "cpu", "-n", "2", f"--hosts={inv}", f"--reports={reports}", "-rA"),
+        pytest_cmd(quick_matrix, "-m", ONE_HOST, "-n", "2", f"--hosts={inv}", f"--reports={reports}", "-rA"),
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -198,7 +202,7 @@ def test_sshd_killed_mid_cell_is_broken_others_finish_nothing_lost(lab, quick_ma
         pytest_cmd(
             quick_matrix,
             "-m",
-            "cpu",
+            ONE_HOST,
             "-n",
             "2",
             f"--hosts={inv}",
@@ -257,7 +261,7 @@ def test_interrupting_a_parallel_run_leaves_nothing_on_any_host(lab, quick_matri
         pytest_cmd(
             quick_matrix,
             "-m",
-            "cpu",
+            ONE_HOST,
             "-n",
             "2",
             f"--hosts={inv}",

@@ -62,7 +62,7 @@ def test_smollm2_cells_cover_modes_and_strategies():
         f"smollm2-135m/cpu/{m}/{s}"
         for m in ("low_latency", "high_throughput")
         for s in ("baseline", "ngram_spec")
-    }
+    } | {"smollm2-135m/cpu/rpc_split/baseline", "smollm2-135m/cpu/routed/baseline"}  # across two hosts
 
 
 def test_pd_cells_exist_with_options():
@@ -111,7 +111,7 @@ def test_duplicate_cell_is_an_error(matrix_dir):
     with pytest.raises(ConfigError) as err:
         load_matrix(matrix_dir)
     assert "duplicate cell 'smollm2-135m/cpu/low_latency/baseline'" in str(err.value)
-    assert "cells[1]" in str(err.value) and "cells[0]" in str(err.value)
+    assert "cells[2]" in str(err.value) and "cells[0]" in str(err.value)  # the appended entry
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
+# Part of the cache key: a build without llama.cpp's RPC backend (no `rpc-server`, no `--rpc`)
+# sits under the bare version and is rebuilt, not reused.
+BUILD_FLAVOUR = "rpc"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUILD_SCRIPT = Path("tools") / "build-engine"
 
@@ -23,11 +26,16 @@ def cache_root() -> Path:
 
 
 def server_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
-    return cache_root() / "llama.cpp" / version
+    return cache_root() / "llama.cpp" / f"{version}+{BUILD_FLAVOUR}"
 
 
 def server_binary(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
     return server_dir(version) / "bin" / "llama-server"
+
+
+def rpc_server_binary(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
+    """llama.cpp's RPC worker: the ranks 1..N-1 of a multi-node cpu cell."""
+    return server_dir(version) / "bin" / "rpc-server"
 
 
 def model_path() -> Path:
@@ -35,7 +43,7 @@ def model_path() -> Path:
 
 
 def print_paths() -> None:
-    print(f"llama-server {server_binary()}\nmodel {model_path()}")
+    print(f"llama-server {server_binary()}\nrpc-server {rpc_server_binary()}\nmodel {model_path()}")
 
 
 def main(argv: list[str] | None = None) -> int:

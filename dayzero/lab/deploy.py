@@ -1,5 +1,13 @@
 """A deployment: a rendered recipe running on leased hosts, and its guaranteed teardown.
 
+Several roles and ranks start in waves, each ready before the next starts: ranks 1..N-1 of every
+role (llama.cpp's rpc-server must accept before llama-server --rpc connects; SGLang's ranks
+rendezvous at rank 0 in any order), then rank 0 of every role that is not the endpoint (workers,
+prefill, decode), then the endpoint (rank 0 of a multi-node role, or the router). Every launch is
+checked ready on its own host as `Launch.ready` says (health path, port accepts, or running) and
+every started process is checked alive while waiting: a live router in front of a dead worker
+is not ready. Only `Transport` is used, so any transport (local, SSH, a Slurm step) can run it.
+
 Each launch runs in its own process group (see `Transport.start`). `Deployment.stop` kills every
 group it started and never raises; the cell run calls it in a `finally`, so it runs whatever the
 exit path: pass, failure, deadline, KeyboardInterrupt or SIGTERM (the plugin turns SIGTERM into
@@ -18,11 +26,24 @@ from pathlib import Path
 from dayzero.errors import CommandTimeout, DeploymentError, InfrastructureError
 from dayzero.lab.transport import RemoteProcess, Transport
 from dayzero.loadgen import client_source
-from dayzero.spec.recipe import Launch, Recipe
+from dayzero.spec.recipe import HTTP, TCP, Launch, Recipe
 from dayzero.spec.shell import quote
 
 log = logging.getLogger(__name__)
 PORT_GRACE = 10  # seconds a just-killed server may keep its port
+
+
+def waves(recipe: Recipe) -> list[list[Launch]]:
+    """The launches in start order (see the module docstring); empty waves left out."""
+    first = [x for x in recipe.launches if x.rank > 0]
+    middle = [x for x in recipe.launches if x.rank == 0 and not x.endpoint]
+    last = [x for x in recipe.launches if x.rank == 0 and x.endpoint]
+    return [w for w in (first, middle, last) if w]
+
+
+def _connect(launch: Launch) -> str:
+    """Shell that succeeds when the launch's port accepts a connection."""
+    return f"(exec 3<>/dev/tcp/{quote(launch.address)}/{int(launch.port)}) 2>/dev/null"
 
 
 @dataclass(frozen=True)
@@ -81,6 +102,8 @@ class Deployment:
         self.on_event = on_event
         self.started: list[Started] = []
         self.stopped: list[Started] = []
+        self.ready: set[tuple[str, int]] = set()  # (role, rank) seen ready once
+        self._t0: float | None = None  # when the first launch started: the ready deadline counts from it
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -92,27 +115,36 @@ class Deployment:
         return f"{self.run_dir(launch)}/{launch.role}-{launch.rank}.log"
 
     def start(self) -> None:
+        """Start every launch, wave by wave; every wave but the last is ready before the next."""
         for launch in self.recipe.launches:
             self._port_free(launch)
-        for launch in self.recipe.launches:
-            transport = self.transports[launch.host]
-            try:
-                process = transport.start(
-                    launch.command,
-                    env=dict(launch.env),
-                    log_path=self.log_path(launch),
-                    setup=transport.host.engine_setup,
-                    cwd=self.run_dir(launch),
-                )
-            except BaseException:  # interrupted after the host forked it: find it by its pidfile
-                log_path = self.log_path(launch)
-                self._best_effort(lambda: transport.kill_unrecorded(log_path))  # noqa: B023 - called now
-                raise
-            self.started.append(Started(launch, process))  # tracked before anything else can fail
-            if launch.host in self.heartbeats:
-                watchdog = transport.watch(process, self.heartbeats[launch.host], self.heartbeat_timeout)
-                self.started[-1] = Started(launch, process, watchdog)
-            self.on_event(f"started {launch.role}[{launch.rank}] on {launch.host} (pgid {process.pgid})")
+        self._t0 = time.monotonic()
+        order = waves(self.recipe)
+        for i, wave in enumerate(order):
+            for launch in wave:
+                self._start_one(launch)
+            if i < len(order) - 1:
+                self._wait(wave)
+
+    def _start_one(self, launch: Launch) -> None:
+        transport = self.transports[launch.host]
+        try:
+            process = transport.start(
+                launch.command,
+                env=dict(launch.env),
+                log_path=self.log_path(launch),
+                setup=transport.host.engine_setup,
+                cwd=self.run_dir(launch),
+            )
+        except BaseException:  # interrupted after the host forked it: find it by its pidfile
+            log_path = self.log_path(launch)
+            self._best_effort(lambda: transport.kill_unrecorded(log_path))  # noqa: B023 - called now
+            raise
+        self.started.append(Started(launch, process))  # tracked before anything else can fail
+        if launch.host in self.heartbeats:
+            watchdog = transport.watch(process, self.heartbeats[launch.host], self.heartbeat_timeout)
+            self.started[-1] = Started(launch, process, watchdog)
+        self.on_event(f"started {launch.role}[{launch.rank}] on {launch.host} (pgid {process.pgid})")
 
     @staticmethod
     def _best_effort(action) -> None:
@@ -125,7 +157,7 @@ class Deployment:
         """A leftover server on our port would answer our health checks: refuse to start."""
         # A server that a watchdog or an earlier teardown has just killed may hold the port for a
         # moment longer: poll for up to PORT_GRACE seconds before calling it a leftover.
-        connect = f"(exec 3<>/dev/tcp/{quote(launch.address)}/{int(launch.port)}) 2>/dev/null"
+        connect = _connect(launch)
         probe = (
             f"for i in $(seq {PORT_GRACE}); do {connect} || {{ echo free; exit 0; }}; sleep 1; done; "
             "echo busy"
@@ -146,35 +178,66 @@ class Deployment:
         return self.transports[self.recipe.endpoint.host]
 
     def wait_ready(self) -> float:
-        """Poll health until 200 or the deadline, failing fast when any launched process exits."""
-        t0 = time.monotonic()
+        """Wait until every launch is ready (the endpoint last); seconds since the first started."""
+        elapsed = self._wait(list(self.recipe.launches))
+        self.on_event(f"ready after {elapsed:.1f}s at {self.url}")
+        return elapsed
+
+    def _wait(self, launches: list[Launch]) -> float:
+        """Poll each launch until it is ready or the deadline passes, failing fast when any
+        started process exits. A launch seen ready once is not probed again (an rpc-server
+        serves one connection at a time); from then on only its process is checked."""
+        t0 = self._t0 if self._t0 is not None else time.monotonic()
         deadline = t0 + self.ready_deadline
-        last = ""
         while True:
             for s in self.started:
                 if not self.transports[s.launch.host].alive(s.process):
                     raise DeploymentError(
                         f"{s.launch.role}[{s.launch.rank}] on {s.launch.host} exited before the "
-                        f"server became ready ({time.monotonic() - t0:.1f}s after launch)",
+                        f"cell became ready ({time.monotonic() - t0:.1f}s after launch)",
                         self.tail(s),
                     )
-            answer = run_client(
-                self.endpoint_transport(),
-                {"action": "health", "url": self.url + self.health_path},
-                timeout=30,
-            )
-            if answer.get("ready"):
-                elapsed = time.monotonic() - t0
-                self.on_event(f"ready after {elapsed:.1f}s at {self.url}")
-                return elapsed
-            last = answer.get("error") or f"HTTP {answer.get('status')}"
+            waiting = {}
+            for launch in launches:
+                if (launch.role, launch.rank) in self.ready:
+                    continue
+                last = self._probe(launch)
+                if last:
+                    waiting[launch] = last
+                else:
+                    self.ready.add((launch.role, launch.rank))
+                    if len(self.recipe.launches) > 1:
+                        self.on_event(
+                            f"{launch.role}[{launch.rank}] on {launch.host} ready "
+                            f"({time.monotonic() - t0:.1f}s after launch)"
+                        )
+            if not waiting:
+                return time.monotonic() - t0
             if time.monotonic() > deadline:
+                launch, last = next(iter(waiting.items()))
+                started = next((s for s in self.started if s.launch == launch), None)
                 raise DeploymentError(
-                    f"not ready within the {self.ready_deadline:.0f}s deadline: {self.url}{self.health_path}"
-                    f" last answered {last}",
-                    self.tail(self.started[0]) if self.started else "",
+                    f"{launch.role}[{launch.rank}] on {launch.host} not ready within the "
+                    f"{self.ready_deadline:.0f}s deadline: {self._where(launch)} last answered {last}",
+                    self.tail(started) if started else "",
                 )
             time.sleep(0.5)
+
+    def _where(self, launch: Launch) -> str:
+        base = f"{launch.address}:{launch.port}"
+        return f"http://{base}{self.health_path}" if launch.ready == HTTP else base
+
+    def _probe(self, launch: Launch) -> str:
+        """'' when the launch is ready, else what it answered (checked from its own host)."""
+        transport = self.transports[launch.host]
+        if launch.ready == HTTP:
+            url = f"http://{launch.address}:{launch.port}{self.health_path}"
+            answer = run_client(transport, {"action": "health", "url": url}, timeout=30)
+            return "" if answer.get("ready") else (answer.get("error") or f"HTTP {answer.get('status')}")
+        if launch.ready == TCP:
+            done = transport.run(f"{_connect(launch)} && echo open", timeout=30)
+            return "" if "open" in done.stdout else "connection refused"
+        return ""  # alive: running is ready (checked above for every started process)
 
     def check_alive(self) -> None:
         """Raise DeploymentError (with log tail) if a role died, e.g. mid-benchmark."""

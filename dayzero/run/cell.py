@@ -120,7 +120,15 @@ class CellRun:
 
 
 def candidate_hosts(ctx: RunContext, cell: Cell) -> tuple[Host, ...]:
-    return ctx.pool.candidates(cell.hardware)
+    """The inventory's hosts for the cell; too few for it is a skip (never a wait for hosts that
+    cannot come): a two-host cell with a one-host inventory."""
+    hosts = ctx.pool.candidates(cell.hardware)
+    needed = hosts_needed(ctx.matrix.card(cell), cell)
+    if len(hosts) < needed:
+        raise NoHost(
+            f"{cell.id} needs {needed} {cell.hardware} hosts; inventory {ctx.inventory.path} has {len(hosts)}"
+        )
+    return hosts
 
 
 # -- the steps, in the order a cell runs them ---------------------------------------------------

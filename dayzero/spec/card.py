@@ -37,6 +37,15 @@ GOLDEN_FIELDS = {"exact": (), "first_n_tokens": ("n",), "similarity": ("min_rati
 
 
 @dataclass(frozen=True)
+class Worker:
+    """What ranks 1..N-1 of a multi-node role run instead of its command (llama.cpp's
+    `rpc-server`), listening on `port`; rank 0 names them through `{peers}`."""
+
+    argv: tuple[str, ...]
+    port: int
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     version_command: str | None = None  # run by preflight on every host; None: version unknown
@@ -45,6 +54,7 @@ class Engine:
     multinode_args: tuple[str, ...] = ()  # added to every role that spans more than one node
     package: str | None = None  # the release the recipes are written for (name==version): lint parses with it
     router_package: str | None = None  # the same for router roles
+    worker: Worker | None = None  # ranks 1..N-1 of a multi-node role run this, if set
 
 
 @dataclass(frozen=True)
@@ -424,6 +434,10 @@ def _speculative(path: Path | None, i: int, rule: Mapping) -> Rule[AcceptanceRul
     return Rule(accept, _points(rule.get("concurrency", MODE)), rule.get("when", {}))
 
 
+def _worker(data: Mapping | None) -> Worker | None:
+    return Worker(tuple(str(a) for a in data["command"]), int(data["port"])) if data else None
+
+
 def _engine(path: Path | None, data: Mapping) -> Engine:
     engine = Engine(
         name=data["name"],
@@ -433,6 +447,7 @@ def _engine(path: Path | None, data: Mapping) -> Engine:
         multinode_args=tuple(str(a) for a in data.get("multinode_args") or ()),
         package=data.get("package"),
         router_package=data.get("router_package"),
+        worker=_worker(data.get("worker")),
     )
     if not engine.health_path.startswith("/"):
         _fail(

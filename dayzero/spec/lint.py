@@ -5,8 +5,9 @@ value) fails at launch, after the lab has been leased. Lint renders each role of
 placeholder hosts (multi-node args, PD roles and routers included) and hands the argv lists to
 the pinned engine's parser: SGLang's and the SGLang router's own argparse parsers in the engines
 virtualenv (tools/build-parsers; one subprocess for all commands, importing SGLang takes
-seconds), llama-server's own `--help` table. A finding names the cell, role and ranks, the flag,
-what the parser said and the card line that added the flag. An engine, launcher or version lint
+seconds; the router fronts llama-server workers too), llama-server's and rpc-server's own
+`--help` tables. A finding names the cell, role and ranks, the flag, what the parser said and
+the card line that added the flag. An engine, launcher or version lint
 cannot read is a `LintError` (exit 2), never a pass.
 """
 
@@ -31,6 +32,10 @@ from dayzero.spec.recipe import MissingValue, Recipe, hosts_needed, placeholder_
 ENGINE_SCRIPT = resources.files("dayzero.spec").joinpath("engine_argv.py")  # run in the engines venv
 SGLANG_LAUNCHERS = (("sglang", "serve"), ("-m", "sglang.launch_server"))
 ROUTER_LAUNCHERS = (("-m", "sglang_router.launch_router"),)
+LLAMA_PROGRAMS = {  # llama.cpp programs read by their own --help table
+    "llama-server": llama_engine.server_binary,
+    "rpc-server": llama_engine.rpc_server_binary,  # ranks 1..N-1 of a multi-node role
+}
 
 
 class LintError(DayzeroError):
@@ -88,10 +93,10 @@ def _pin(card: ModelCard, field: str) -> tuple[str, str] | None:
 def parser_of(card: ModelCard, argv: Sequence[str]) -> tuple[str, int]:
     """Which parser reads this command, and where its arguments start."""
     engine = card.engine.name
-    if engine == "llama.cpp" and argv and Path(argv[0]).name == "llama-server":
-        return "llama-server", 1
+    if engine == "llama.cpp" and argv and Path(argv[0]).name in LLAMA_PROGRAMS:
+        return Path(argv[0]).name, 1
     for launchers, kind in ((ROUTER_LAUNCHERS, "sglang_router"), (SGLANG_LAUNCHERS, "sglang")):
-        if engine != "sglang":
+        if engine != "sglang" and kind == "sglang":  # the SGLang router fronts any engine's workers
             break
         for head in launchers:
             for start in range(len(argv) - len(head) + 1):
@@ -115,6 +120,8 @@ def _sources(card: ModelCard, cell: Cell, role: str) -> list[tuple[list, Sequenc
     for group, name in layers:
         out.append(([group, name, "args"], data[group][name].get("args") or ()))
     out.append((["engine", "multinode_args"], card.engine.multinode_args))
+    if card.engine.worker:
+        out.append((["engine", "worker", "command"], card.engine.worker.argv))
     return out
 
 
@@ -182,19 +189,19 @@ def lint_recipes(matrix: Matrix, recipes: Iterable[tuple[Cell, Recipe]]) -> list
             kind, start = parser_of(card, launch.argv)
             jobs.append((cell, card, launch.role, launch.rank, kind, list(launch.argv[start:])))
     answers: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
-    python_jobs = sorted({(kind, tuple(argv)) for *_, kind, argv in jobs if kind != "llama-server"})
+    python_jobs = sorted({(kind, tuple(argv)) for *_, kind, argv in jobs if kind not in LLAMA_PROGRAMS})
     if python_jobs:
         reply = _run_engine([{"parser": kind, "argv": list(argv)} for kind, argv in python_jobs])
         answers.update(zip(python_jobs, reply["results"], strict=True))
         for card in {id(c): c for _, c, *_ in jobs}.values():
             _check_versions(card, reply["versions"], {k for _, c, _, _, k, _ in jobs if c is card})
     for _, card, _, _, kind, argv in jobs:
-        if kind == "llama-server":
+        if kind in LLAMA_PROGRAMS:
             try:
-                table = llama_help.table(llama_engine.server_binary(_llama_version(card)))
+                table = llama_help.table(LLAMA_PROGRAMS[kind](_llama_version(card)))
             except DayzeroError as exc:
                 raise LintError(str(exc)) from None
-            answers[(kind, tuple(argv))] = llama_help.check(table, argv)
+            answers[(kind, tuple(argv))] = llama_help.check(table, argv, kind)
     grouped: dict[tuple, list[int]] = {}
     for cell, card, role, rank, kind, argv in jobs:
         for f in answers[(kind, tuple(argv))]:

@@ -4,6 +4,10 @@ The help prints one entry per argument, flush left: its names separated by comma
 optional value placeholder (``N``, ``FNAME``, ``{none,linear,yarn}``, ``[on|off|auto]``, ``<0|1>``
 or, for list-valued flags, the comma-separated choices), then the description from column 40.
 The parsed table is cached beside the binary, so a lint reads the help once per build.
+
+llama.cpp's `rpc-server` (ranks 1..N-1 of a multi-node cpu cell) prints the same entry format
+indented by two spaces (`  -p, --port PORT   port to bind to`); its table is read the same way
+from its own `--help`, so lint checks rpc-server commands against rpc-server itself.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ CHOICES = (
 LIST = re.compile(r"^[a-z0-9_-]+(?:,[a-z0-9_-]+)+$")  # none,draft-simple,... (comma-separated list)
 
 
-def parse_help(text: str) -> dict[str, dict]:
-    """{flag: {"value": takes a value, "choices": [...] or None, "list": comma-separated values}}."""
+def parse_help(text: str, indent: int = 0) -> dict[str, dict]:
+    """{flag: {"value": takes a value, "choices": [...] or None, "list": comma-separated values}};
+    entries start `indent` spaces in (0 for llama-server, 2 for rpc-server)."""
     table: dict[str, dict] = {}
     for line in text.splitlines():
-        if not line.startswith("-"):
+        if not line.startswith(" " * indent + "-"):
             continue
+        line = line[indent:]
         spec = re.split(r"\s{2,}", re.sub(r",\s+", ", ", line), maxsplit=1)[0]
         parts = [p.strip() for p in spec.split(", ")]
         last_name, _, meta = parts[-1].partition(" ")
@@ -49,23 +55,27 @@ def parse_help(text: str) -> dict[str, dict]:
     return table
 
 
+INDENT = {"rpc-server": 2}  # programs whose help entries are indented
+
+
 def table(binary: Path) -> dict[str, dict]:
-    """The argument table of this llama-server build (cached next to its bin/ directory)."""
+    """The argument table of this llama-server (or rpc-server) build, cached next to its bin/."""
     binary = Path(binary)
     if not binary.exists():
-        raise DayzeroError(f"no llama-server at {binary}: run tools/build-engine")
-    cache = binary.parent.parent / CACHE_NAME
+        raise DayzeroError(f"no {binary.name} at {binary}: run tools/build-engine")
+    name = CACHE_NAME if binary.name == "llama-server" else f"help-{binary.name}.json"
+    cache = binary.parent.parent / name
     if cache.exists() and cache.stat().st_mtime >= binary.stat().st_mtime:
         return json.loads(cache.read_text())
     done = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
-    parsed = parse_help(done.stdout + done.stderr)
+    parsed = parse_help(done.stdout + done.stderr, INDENT.get(binary.name, 0))
     if "--port" not in parsed:
         raise DayzeroError(f"{binary} --help printed no argument table (exit {done.returncode})")
     cache.write_text(json.dumps(parsed, sort_keys=True))
     return parsed
 
 
-def check(args: dict[str, dict], argv: Sequence[str]) -> list[dict]:
+def check(args: dict[str, dict], argv: Sequence[str], program: str = "llama-server") -> list[dict]:
     """Findings for an argv (without the program name): unknown, missing value, bad choice."""
     findings = []
     i = 0
@@ -75,7 +85,7 @@ def check(args: dict[str, dict], argv: Sequence[str]) -> list[dict]:
         entry = args.get(flag) if flag.startswith("-") else None
         if entry is None:
             kind = "unknown" if token.startswith("-") else "unexpected value"
-            findings.append({"flag": flag, "kind": kind, "message": "not in llama-server --help"})
+            findings.append({"flag": flag, "kind": kind, "message": f"not in {program} --help"})
             i += 1
             continue
         i += 1

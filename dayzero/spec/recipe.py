@@ -3,8 +3,15 @@
 A cell's *template* (argv and env with placeholders, per role) depends only on the matrix; its
 digest identifies the recipe in evidence, so a changed flag makes older evidence stale. Rendering
 fills the placeholders from the leased hosts: `{host}`, `{bind}`, `{port}`, `{rank}`, `{nnodes}`,
-`{dist_init_addr}`, `{tp}`, `{weights}`, `{role.<name>.host}`, `{role.<name>.port}` and the
-host's `vars` over the card's `vars` (defaults, e.g. threads a host may lower).
+`{dist_init_addr}`, `{peers}`, `{tp}`, `{weights}`, `{role.<name>.host}`, `{role.<name>.port}` and
+the host's `vars` over the card's `vars` (defaults, e.g. threads a host may lower).
+
+Multi-node: a role spanning N > 1 nodes adds the engine's `multinode_args` to its command. Every
+rank runs that command (SGLang: `--nnodes/--node-rank/--dist-init-addr`), unless the engine names
+a `worker` command: then ranks 1..N-1 run it on the worker port instead and rank 0 reaches them
+through `{peers}` (llama.cpp: `rpc-server` on ranks 1..N-1, `llama-server --rpc {peers}` on 0).
+Each launch says how it is known to be ready (`Launch.ready`): rank 0 of a role (and a router)
+answers the engine's health path, a worker rank accepts on its port, any other rank is running.
 
 Containers: on a host whose inventory says `container: docker|podman`, each launch runs inside
 the card's per-hardware image (`dayzero.spec.container`): `Launch.container` is the `docker run`
@@ -42,6 +49,7 @@ class MissingValue(ConfigError):
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 DIST_INIT_PORT = 20000
 SERVER = "server"
+HTTP, TCP, ALIVE = "http", "tcp", "alive"  # how a launch is known to be ready
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,8 @@ class RoleTemplate:
     port: int
     colocate: str | None = None
     endpoint: bool = False
+    worker_argv: tuple[str, ...] = ()  # ranks 1..N-1 run this instead (engine.worker), if set
+    worker_port: int = 0
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,7 @@ class Launch:
     env: tuple[tuple[str, str], ...]
     endpoint: bool
     container: tuple[str, ...] = ()  # `docker run ... <image>` around the engine argv, if any
+    ready: str = HTTP  # http: answers the health path; tcp: accepts on its port; alive: runs
 
     @property
     def command(self) -> str:
@@ -159,6 +170,7 @@ def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
         elif spec.get("args"):
             argv += _strs(spec["args"])
         nodes = 1 if spec.get("colocate") or own else spec.get("nodes", cell.nodes)
+        worker = card.engine.worker if nodes > 1 else None
         if nodes > 1:
             argv += card.engine.multinode_args
         out.append(
@@ -170,9 +182,20 @@ def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
                 port=spec.get("port", base_port),
                 colocate=spec.get("colocate"),
                 endpoint=spec.get("endpoint", len(roles) == 1),
+                worker_argv=worker.argv if worker else (),
+                worker_port=worker.port if worker else 0,
             )
         )
     return tuple(out)
+
+
+def _template_payload(t: RoleTemplate) -> dict:
+    """A template as hashed: the worker fields only where a worker runs, so the digest of every
+    recipe without one is what it was before workers existed."""
+    data = dict(t.__dict__)
+    if not t.worker_argv:
+        del data["worker_argv"], data["worker_port"]
+    return data
 
 
 def _vars(card: ModelCard, cell: Cell) -> dict[str, str]:
@@ -185,7 +208,7 @@ def digest(card: ModelCard, cell: Cell) -> str:
         "engine": card.engine.name,
         "weights": card.weights,
         "vars": _vars(card, cell),
-        "roles": [t.__dict__ for t in templates(card, cell)],
+        "roles": [_template_payload(t) for t in templates(card, cell)],
     }
     if image := card.hardware[cell.hardware].image:  # a new image (tag or @sha256 digest) is a new recipe
         payload["image"] = image
@@ -284,21 +307,27 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
     launches = []
     for t in temps:
         role_hosts = placed[t.role]
+        worker_port = t.worker_port + port_offset
+        peers = ",".join(f"{h.address}:{worker_port}" for h in role_hosts[1:]) if t.worker_argv else ""
         for rank, host in enumerate(role_hosts):
+            worker = bool(rank and t.worker_argv)
+            port = worker_port if worker else t.port + port_offset
             values = {
                 **shared,
                 **_vars(card, cell),  # the card's and its hardware entry's defaults; the host's own vars win
                 **host.var,
                 "host": host.address,
-                "port": str(t.port + port_offset),
+                "port": str(port),
                 "rank": str(rank),
                 "nnodes": str(len(role_hosts)),
                 "dist_init_addr": f"{role_hosts[0].address}:{DIST_INIT_PORT + port_offset}",
+                "peers": peers,
                 "tp": _tp(matrix, cell, t, role_hosts),
             }
             values["bind"] = _substitute(card.engine.bind, values, "engine.bind", card)
             values["weights"] = _substitute(card.weights or "", values, "weights", card)
-            where = f"modes.{cell.mode} ({t.role})"
+            where = "engine.worker" if worker else f"modes.{cell.mode} ({t.role})"
+            argv = t.worker_argv if worker else t.argv
             env = tuple((k, _substitute(v, values, where, card)) for k, v in t.env)
             launches.append(
                 Launch(
@@ -306,10 +335,11 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
                     rank=rank,
                     host=host.name,
                     address=host.address,
-                    port=t.port + port_offset,
-                    argv=tuple(_substitute(a, values, where, card) for a in t.argv),
+                    port=port,
+                    argv=tuple(_substitute(a, values, where, card) for a in argv),
                     env=env,
                     endpoint=t.endpoint and rank == 0,
+                    ready=TCP if worker else (ALIVE if rank else HTTP),
                     container=_container(
                         matrix, cell, host, [k for k, _ in env], f"{t.role}-{rank}-{values['port']}"
                     ),

@@ -26,7 +26,7 @@ from dayzero.run.phases import Endpoint, metered, run_all
 from dayzero.spec.goldens import load_golden
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell, Matrix
-from dayzero.spec.recipe import render
+from dayzero.spec.recipe import hosts_needed, render
 from dayzero.spec.workloads import suites_dir
 
 ENGINE_VERSION = "llama.cpp synthetic build"
@@ -295,20 +295,28 @@ def head_commit_time() -> float:
     return (when(head_commit()) if when else None) or 0.0
 
 
+def one_host_cells(matrix: Matrix, hardware: str = "cpu") -> list[Cell]:
+    """The supported cells of `hardware` that one host runs (the synthetic lab has one)."""
+    return [
+        c
+        for c in matrix.cells
+        if c.hardware == hardware and c.supported and hosts_needed(matrix.card(c), c) == 1
+    ]
+
+
 def synthetic_run(
     matrix: Matrix, reports: Path, goldens: Path, hardware: str = "cpu", itl_s: float = ITL_S
 ) -> list[Path]:
-    """Evidence for every supported cell of `hardware`, one run id, times ending a minute ago."""
+    """Evidence for every supported one-host cell of `hardware` (this lab has one host), one run
+    id, times ending a minute ago."""
     run_id = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-00001"
     # Ten minutes back (the evidence is in the age window and in the past) per ITL_S of token time,
     # but never before this checkout's commit: no run predates the harness it ran.
     start = max(time.time() - 600 * max(1.0, itl_s / ITL_S), head_commit_time() + 1)
     paths = []
-    for cell in matrix.cells:
-        if cell.hardware == hardware and cell.supported:
-            paths.append(run_cell(matrix, cell, Path(reports), Path(goldens), run_id, start, itl_s))
-            start = (
-                dt.datetime.fromisoformat(json.loads(paths[-1].read_text())["run"]["finished"]).timestamp()
-                + 10
-            )
+    for cell in one_host_cells(matrix, hardware):
+        paths.append(run_cell(matrix, cell, Path(reports), Path(goldens), run_id, start, itl_s))
+        start = (
+            dt.datetime.fromisoformat(json.loads(paths[-1].read_text())["run"]["finished"]).timestamp() + 10
+        )
     return paths

@@ -1,4 +1,4 @@
-"""Build and cache the embedded default's engine (llama.cpp `llama-server`) and model.
+"""Build and cache the embedded default's engine (llama.cpp `llama-server`, `rpc-server`) and model.
 
 Development tooling, not installed with dayzero: `tools/build-engine` and `tools/setup` run it.
 Stdlib only on purpose: `tools/build-engine` runs it before any virtualenv exists. The cache
@@ -30,6 +30,7 @@ from dayzero.lab.cache import (
     cache_root,
     model_path,
     print_paths,
+    rpc_server_binary,
     server_binary,
     server_dir,
 )
@@ -71,11 +72,17 @@ def _download(url: str, sha256: str, dest: Path) -> None:
         raise RuntimeError(f"sha256 mismatch for {url}: got {digest.hexdigest()}, expected {sha256}")
 
 
+# cmake target -> cached name. llama.cpp names its RPC worker target ggml-rpc-server; the cache
+# keeps the name its docs use, rpc-server: ranks 1..N-1 of a multi-node cpu cell run it.
+TARGETS = {"llama-server": "llama-server", "ggml-rpc-server": "rpc-server"}
+
+
 def build_server(version: str = LLAMA_CPP_PYTHON_VERSION, jobs: int | None = None) -> Path:
-    """Build `llama-server` from the llama-cpp-python sdist unless the cache already has it."""
+    """Build `llama-server` and `rpc-server` (RPC backend on) from the llama-cpp-python sdist
+    unless the cache already has both."""
     binary = server_binary(version)
     source = server_dir(version) / "SOURCE"
-    if binary.exists():
+    if binary.exists() and rpc_server_binary(version).exists():
         _say(f"llama-server {version} cached at {binary}")
         if not source.exists():
             source.write_text(f"llama-cpp-python {version} sdist, vendor/llama.cpp\n")
@@ -107,18 +114,18 @@ def build_server(version: str = LLAMA_CPP_PYTHON_VERSION, jobs: int | None = Non
             "-DLLAMA_USE_PREBUILT_UI=OFF",
             "-DLLAMA_OPENSSL=OFF",
             "-DLLAMA_CURL=OFF",
+            "-DGGML_RPC=ON",
         ]
         _run_with_progress(configure, "configure")
-        _run_with_progress(
-            ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs)], "build"
-        )
+        _run_with_progress(["cmake", "--build", str(build), "--target", *TARGETS, "-j", str(jobs)], "build")
         staging = server_dir(version).with_name(f"{version}.partial")
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "bin").mkdir(parents=True)
-        shutil.copy2(build / "bin" / "llama-server", staging / "bin" / "llama-server")
+        for target, name in TARGETS.items():
+            shutil.copy2(build / "bin" / target, staging / "bin" / name)
         (staging / "SOURCE").write_text(f"llama-cpp-python {version} sdist, vendor/llama.cpp\n")
         staging.rename(server_dir(version))  # atomic: a half-built cache is never "found"
-    _say(f"llama-server {version} built at {binary}")
+    _say(f"llama-server and rpc-server {version} built in {binary.parent}")
     return binary
 
 

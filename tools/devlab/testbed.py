@@ -615,11 +615,14 @@ def _print_status(bed: Testbed) -> bool:
 
 
 def engine_defaults() -> tuple[str, dict[str, str]]:
-    """What the cpu cells need on a testbed host, as the embedded default's build left it: the
-    cached llama-server on PATH and `model_root` (the hosts share this machine's cache)."""
-    from dayzero.lab.cache import model_path, server_binary  # stdlib only, like this file
+    """What the cpu cells need on a testbed host, as tools/setup left them: the cached
+    llama-server and rpc-server on PATH, then the engines' environment (its python3 runs the
+    routed cell's SGLang router), and `model_root` (the hosts share this machine's cache)."""
+    from dayzero.lab.cache import cache_root, model_path, server_binary  # stdlib only, like this file
 
-    return f'export PATH="{server_binary().parent}:$PATH"', {"model_root": str(model_path().parent)}
+    engines = cache_root() / "engines-venv" / "bin"
+    path = f'export PATH="{server_binary().parent}:{engines}:$PATH"'
+    return path, {"model_root": str(model_path().parent)}
 
 
 def _cli_start(args: argparse.Namespace) -> int:
