@@ -87,5 +87,7 @@ def run_pytest(*args: str, cwd: Path = REPO, timeout: float = 900, env: dict | N
 
 
 def processes_matching(needle: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    # -ww: unlimited width. Without it ps cuts each line at $COLUMNS (80 under pytest), so a needle
+    # past that column (`--host <address>` after a long model path) was never found.
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if needle in line and "ps -eo" not in line]

@@ -1,0 +1,363 @@
+"""Cells across hosts, for real: the multi-node cell (llama.cpp RPC: rpc-server on rank 1,
+llama-server --rpc on rank 0) and the routed cell (two llama-server workers behind the SGLang
+router) over a 3-host SSH testbed, beside the single-host cells, and faults across hosts.
+
+Every test ends by checking that nothing is left on any host: no process bound to a host's
+address or naming its workdir (servers, rpc-server, router, watchdogs), no lease.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dayzero.run.cell import RunContext, new_run_id, run_cell
+from dayzero.spec.inventory import load_inventory
+from dayzero.spec.matrix import load_matrix
+from devlab import testbed
+
+from .conftest import REPO, needs_engine, processes_matching
+
+pytestmark = [pytest.mark.e2e, needs_engine]
+RPC = "smollm2-135m/cpu/rpc_split/baseline"
+ROUTED = "smollm2-135m/cpu/routed/baseline"
+
+
+@pytest.fixture(scope="module")
+def quick_matrix(tmp_path_factory) -> Path:
+    """The repository's matrix with a one-repetition protocol (the path is under test, not speed)."""
+    from .submission_corpus.lab import relaxed_matrix
+
+    return relaxed_matrix(tmp_path_factory.mktemp("quick") / "matrix")
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    """Three hosts as `tools/testbed start --hosts 3` makes them (its engine defaults included)."""
+    setup, variables = testbed.engine_defaults()
+    lab = testbed.start(
+        3,
+        tmp_path_factory.mktemp("bed"),
+        port=testbed.free_port(3),
+        engine_setup=setup,
+        variables=variables,
+    )
+    try:
+        yield lab
+    finally:
+        lab.stop()
+
+
+def inventory(lab) -> Path:
+    data = yaml.safe_load(lab.inventory.read_text())
+    data["known_hosts"] = str(lab.known_hosts)
+    path = lab.inventory.with_name("inventory-abs.yaml")
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def left_on(lab) -> list[str]:
+    """What a cell left on any host: processes of its address or workdir, and leases."""
+    left = []
+    for h in lab.hosts:
+        workdir = lab.directory / "work" / h.name
+        left += processes_matching(f"--host {h.address} ")
+        left += [p for p in processes_matching(str(workdir)) if "sshd" not in p]
+        left += [str(p) for p in (workdir / "leases").glob("slot-*")]
+    return left
+
+
+def nothing_left(lab, within: float = 30.0) -> list[str]:
+    deadline = time.monotonic() + within
+    while (left := left_on(lab)) and time.monotonic() < deadline:
+        time.sleep(1)
+    return left
+
+
+def evidence(reports: Path) -> dict[str, dict]:
+    docs = [json.loads(p.read_text()) for p in (reports / "evidence").glob("*.json")]
+    return {d["cell"]: d for d in docs}
+
+
+def pytest_cmd(matrix: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", f"--matrix={matrix}", *args]
+
+
+def test_every_cpu_cell_across_three_hosts(bed, quick_matrix, tmp_path):
+    inv, reports = inventory(bed), tmp_path / "reports"
+    dry = subprocess.run(
+        pytest_cmd(quick_matrix, "-m", "cpu and (rpc_split or routed)", "--dry-run", "--hosts", str(inv)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-2000:]
+    for role, program in (
+        ("server[1]", "rpc-server"),
+        ("server[0]", "--rpc"),
+        ("worker2[0]", "llama-server"),
+    ):
+        assert re.search(rf"# {re.escape(role)} on lab\d", dry.stdout), (role, dry.stdout[-3000:])
+        assert program in dry.stdout
+    assert "sglang_router.launch_router" in dry.stdout
+
+    t0 = time.monotonic()
+    result = subprocess.run(
+        pytest_cmd(
+            quick_matrix, "-m", "cpu", "-n", "auto", "--hosts", str(inv), f"--reports={reports}", "-rA"
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    took = time.monotonic() - t0
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert "6 passed" in result.stdout, result.stdout[-2000:]
+    docs = evidence(reports)
+    assert len(docs) == 6 and all(d["verdict"] == "passed" for d in docs.values())
+    for cell_id, roles in (
+        (RPC, {("server", 0), ("server", 1)}),
+        (ROUTED, {("worker1", 0), ("worker2", 0), ("router", 0)}),
+    ):
+        doc = docs[cell_id]
+        launches = doc["recipe"]["launches"]
+        assert {(x["role"], x["rank"]) for x in launches} == roles
+        hosts = {h["name"]: h for h in doc["hosts"]}
+        assert len(hosts) == 2 and {x["host"] for x in launches} == set(hosts)
+        for h in hosts.values():  # every host's lease window
+            lease = h["lease"]
+            assert datetime.fromisoformat(lease["acquired"]) < datetime.fromisoformat(lease["released"])
+        assert len(doc["logs"]) == len(launches), "every role's log collected"
+        for x in launches:
+            log = f"{x['host']}-{x['role']}-{x['rank']}.log"
+            assert any(p.endswith(log) for p in doc["logs"]), log
+        assert [x for x in launches if x["endpoint"]][0]["rank"] == 0
+    rpc = {x["rank"]: x for x in docs[RPC]["recipe"]["launches"]}
+    assert rpc[1]["command"].startswith("rpc-server") and rpc[1]["ready"] == "tcp"
+    assert f"--rpc {bed.host(rpc[1]['host']).address}:{rpc[1]['port']}" in rpc[0]["command"]
+    log1 = (reports / next(p for p in docs[RPC]["logs"] if p.endswith("server-1.log"))).read_text()
+    assert "Accepted client connection" in log1, "rank 0 served through the rpc-server of rank 1"
+    assert not nothing_left(bed)
+    print(f"6 cpu cells on 3 hosts, -n auto: {took:.0f}s")
+
+
+def context(matrix: Path, inv: Path, reports: Path, say, **options) -> RunContext:
+    m = load_matrix(matrix)
+    return RunContext(
+        m,
+        load_inventory(inv, set(m.hardware)),
+        reports,
+        REPO / "suites" / "goldens",
+        new_run_id(),
+        lease_wait=120,
+        heartbeat_timeout=10,
+        say=say,
+        **options,
+    )
+
+
+@pytest.mark.parametrize(("cell_id", "victim"), [(RPC, "server[1]"), (ROUTED, "worker2[0]")])
+def test_a_non_endpoint_process_killed_mid_benchmark_fails_the_cell(
+    bed, quick_matrix, tmp_path, cell_id, victim
+):
+    """rpc-server (rank 1) or one router worker killed while measuring: a product failure naming
+    the role, its log kept, every other role stopped on every host."""
+    pgids: dict[str, int] = {}
+
+    def say(message: str) -> None:
+        if m := re.match(r"started (\S+) on \S+ \(pgid (\d+)\)", message):
+            pgids[m.group(1)] = int(m.group(2))
+        if message.startswith("ready after"):
+            threading.Timer(2.0, os.killpg, (pgids[victim], signal.SIGKILL)).start()
+
+    ctx = context(quick_matrix, inventory(bed), tmp_path / "reports", say)
+    try:
+        outcome = run_cell(ctx, ctx.matrix.cell(cell_id))
+    finally:
+        ctx.close()
+    assert outcome.verdict == "failed", outcome.error  # a product fault, not broken
+    assert re.search(rf"{re.escape(victim)} on lab\d died", outcome.error), outcome.error
+    doc = json.loads(outcome.evidence_path.read_text())
+    assert doc["verdict"] == "failed" and len(doc["logs"]) == len(doc["recipe"]["launches"])
+    assert not nothing_left(bed)
+
+
+def test_controller_sigkill_mid_cell_watchdogs_clean_every_host(bed, quick_matrix, tmp_path):
+    """The controller dies with SIGKILL while the routed cell runs on two hosts: the watchdog on
+    each host kills its roles once the heartbeat goes stale, and the leases expire."""
+    inv, reports = inventory(bed), tmp_path / "reports"
+    proc = subprocess.Popen(
+        pytest_cmd(
+            quick_matrix,
+            "-m",
+            "cpu and routed",
+            "--hosts",
+            str(inv),
+            f"--reports={reports}",
+            "--heartbeat-timeout=8",
+        ),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            logs = "".join(p.read_text() for p in reports.glob("runs/*/progress.log"))
+            if "ready after" in logs:
+                break
+            time.sleep(0.3)
+        assert "ready after" in logs, logs[-2000:]
+        running = {h.address for h in bed.hosts if processes_matching(f"--host {h.address} ")}
+        assert len(running) == 2, logs[-2000:]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    left = [p for h in bed.hosts for p in processes_matching(f"--host {h.address} ")]
+    assert left, "the roles outlived their controller (until the watchdogs act)"
+
+    # The leases stay on disk until reclaimed as stale; the roles and the watchdogs (which wait
+    # 10 s between TERM and KILL) must go within the ttl and that grace.
+    def running() -> list[str]:
+        roles = [p for h in bed.hosts for p in processes_matching(f"--host {h.address} ")]
+        watchdogs = [p for h in bed.hosts for p in processes_matching(str(bed.directory / "work" / h.name))]
+        return roles + [p for p in watchdogs if "sshd" not in p]
+
+    deadline = time.monotonic() + 60
+    while (left := running()) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not left, left
+    for h in bed.hosts:  # a stale lease is reclaimed by the next run; clear it for the next test
+        for slot in (bed.directory / "work" / h.name / "leases").glob("slot-*"):
+            owner = json.loads((slot / "owner.json").read_text())
+            assert owner["cell"] == ROUTED
+            subprocess.run(["rm", "-rf", str(slot)], check=True)
+
+
+def test_two_runs_racing_for_the_same_three_hosts_both_finish(bed, quick_matrix, tmp_path):
+    """Two runs each want the routed and the multi-node cell (2 hosts each) on the same 3 hosts:
+    all-or-none leasing means neither holds a host while waiting, so both finish."""
+    inv = inventory(bed)
+    procs = [
+        subprocess.Popen(
+            pytest_cmd(
+                quick_matrix,
+                "-m",
+                "cpu and (rpc_split or routed)",
+                "--hosts",
+                str(inv),
+                f"--reports={tmp_path / f'r{i}'}",
+                "--lease-wait=600",
+            ),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outs = [p.communicate(timeout=1500)[0] for p in procs]
+    for p, out in zip(procs, outs, strict=True):
+        assert p.returncode == 0 and "2 passed" in out, out[-3000:]
+    spans = []
+    for i in range(2):
+        for doc in evidence(tmp_path / f"r{i}").values():
+            for h in doc["hosts"]:
+                lease = h["lease"]
+                spans.append((h["name"], lease["acquired"], lease["released"]))
+    for name in {s[0] for s in spans}:  # one host never held by two cells at once
+        mine = sorted((a, b) for n, a, b in spans if n == name)
+        assert all(mine[i][1] <= mine[i + 1][0] for i in range(len(mine) - 1)), mine
+    assert not nothing_left(bed)
+
+
+def test_a_rank_that_never_becomes_ready_fails_the_cell_before_rank_0_starts(bed, quick_matrix, tmp_path):
+    """rpc-server that never accepts: the cell fails at the deadline naming rank 1, rank 0 was
+    never started (it would have nothing to connect to), nothing stays on either host."""
+    mdir = tmp_path / "matrix"
+    subprocess.run(["cp", "-r", str(quick_matrix), str(mdir)], check=True)
+    card_path = mdir / "models" / "smollm2-135m.yaml"
+    card = yaml.safe_load(card_path.read_text())
+    marker = f"never{os.getpid()}"
+    card["engine"]["worker"]["command"] = ["bash", "-c", f"exec sleep 300 # {marker} {{port}}"]
+    card_path.write_text(yaml.safe_dump(card, sort_keys=False))
+    seen: list[str] = []
+    ctx = context(mdir, inventory(bed), tmp_path / "reports", seen.append, ready_deadline=8)
+    try:
+        outcome = run_cell(ctx, ctx.matrix.cell(RPC))
+    finally:
+        ctx.close()
+    assert outcome.verdict == "failed", outcome.error
+    assert re.search(r"server\[1\] on lab\d not ready within the 8s deadline", outcome.error), outcome.error
+    assert not [m for m in seen if m.startswith("started server[0]")], "rank 0 waits for rank 1"
+    assert not processes_matching(marker)
+    assert not nothing_left(bed)
+
+
+def test_sshd_of_the_second_host_stopped_mid_cell_is_broken_and_its_watchdog_cleans_up(
+    bed, quick_matrix, tmp_path
+):
+    """The host running rpc-server (rank 1) stops answering mid-benchmark: the cell is broken (a
+    lab fault, not the engine's), rank 0 is stopped by the teardown, and rank 1 by the watchdog
+    on its host once the lease it watches goes stale."""
+    from dayzero.errors import InfrastructureError
+
+    hosts: dict[str, str] = {}
+    stopped: list[int] = []
+
+    def say(message: str) -> None:
+        if m := re.match(r"started (\S+) on (\S+) \(pgid", message):
+            hosts[m.group(1)] = m.group(2)
+        if message.startswith("ready after"):
+
+            def cut() -> None:
+                victim = hosts["server[1]"]
+                bed.kill_connections(victim)
+                pid = bed.pid(victim)
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+
+            threading.Timer(2.0, cut).start()
+
+    ctx = context(quick_matrix, inventory(bed), tmp_path / "reports", say)
+    try:
+        with pytest.raises(InfrastructureError):
+            run_cell(ctx, ctx.matrix.cell(RPC))
+    finally:
+        ctx.close()
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+    assert stopped, "the fault was injected"
+    (path,) = (tmp_path / "reports" / "evidence").glob("*.json")
+    doc = json.loads(path.read_text())
+    assert doc["verdict"] == "broken", doc.get("error")
+    victim = bed.host(hosts["server[1]"])
+    deadline = time.monotonic() + 60  # heartbeat ttl 10 s + the watchdog's TERM grace
+    while processes_matching(f"--host {victim.address} ") and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not processes_matching(f"--host {victim.address} "), "rank 1 outlived its watchdog"
+    for h in bed.hosts:
+        assert not processes_matching(f"--host {h.address} ")
+        leases = list((bed.directory / "work" / h.name / "leases").glob("slot-*"))
+        if h.name == victim.name:  # unreachable at release: left stale, reclaimed by the next run
+            for slot in leases:
+                subprocess.run(["rm", "-rf", str(slot)], check=True)
+        else:
+            assert not leases, "the reachable host's lease is released"
