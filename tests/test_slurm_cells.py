@@ -6,6 +6,8 @@ category and that nothing is left (squeue empty of the run's jobs, no engine on 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -206,6 +208,20 @@ def test_node_set_down_mid_cell_breaks_the_cell(bed, tmp_path):
         if bed.sinfo().get(node) != "idle":
             subprocess.run([*update, "state=resume"], env=bed.env)
         _wait_until(lambda: bed.sinfo().get(node) == "idle", f"{node} idle again", 30)
+
+
+@pytest.mark.e2e
+@needs_engine
+def test_dayzero_killed_mid_cell_its_job_ends_by_the_heartbeat(bed, tmp_path):
+    """SIGKILL to the controller (pytest): nothing cancels the job but its watchdog on the login
+    host, once the job slot's heartbeat is older than --heartbeat-timeout."""
+    reports = tmp_path / "reports"
+    proc = _start_cell(bed, reports, "--heartbeat-timeout=6")
+    _wait_progress(reports, "ready after", proc)
+    _wait_until(lambda: _squeue(bed) and _engines(), "the job and its engine", 10)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    _nothing_left(bed, timeout=60)
 
 
 def test_allocation_never_granted_within_lease_wait_breaks_the_cell(bed, tmp_path):
