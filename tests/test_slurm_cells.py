@@ -20,6 +20,7 @@ from dayzero.lab.slurm import time_limit_seconds
 from dayzero.lab.slurm_pool import SlurmPool, port_slots
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
+from dayzero.spec.recipe import hosts_needed
 from devlab import slurm as devslurm  # tools/ is on sys.path (conftest)
 from devlab.testbed import engine_defaults
 
@@ -93,12 +94,16 @@ def test_every_cpu_cell_runs_through_slurm_with_two_workers(bed, tmp_path):
         "-m", "cpu", "-n", "2", "-q", f"--hosts={bed.inventory}", f"--reports={reports}", timeout=900
     )
     assert result.returncode == 0, result.stdout[-4000:]
-    assert "4 passed" in result.stdout
+    matrix = load_matrix(REPO / "matrix")
+    cpu = {c.id: hosts_needed(matrix.card(c), c) for c in matrix.cells if c.hardware == "cpu" and c.supported}
+    assert f"{len(cpu)} passed" in result.stdout, result.stdout[-2000:]
     docs = _evidence(reports)
-    assert len(docs) == 4 and all(d["verdict"] == "passed" for d in docs)
-    jobs = [d["hosts"][0]["lease"]["slurm"] for d in docs]
-    assert len({j["job_id"] for j in jobs}) == 4 and all(len(j["nodes"]) == 1 for j in jobs)
-    assert {d["hosts"][0]["name"] for d in docs} == {"n1", "n2"}, "two workers, two jobs at once"
+    assert sorted(d["cell"] for d in docs) == sorted(cpu) and all(d["verdict"] == "passed" for d in docs)
+    jobs = {d["cell"]: d["hosts"][0]["lease"]["slurm"] for d in docs}
+    assert len({j["job_id"] for j in jobs.values()}) == len(cpu), "one job per cell"
+    assert {cell: len(j["nodes"]) for cell, j in jobs.items()} == cpu, "a job holds all of its cell's nodes"
+    assert any(n == 2 for n in cpu.values()), "a two-node cell ran on two Slurm nodes"
+    assert {d["hosts"][0]["name"] for d in docs} == {"n1", "n2"}
     progress = next(reports.glob("runs/*/progress.log")).read_text()
     assert "RUNNING" in progress and "[gw1]" in progress
     _nothing_left(bed, timeout=15)

@@ -167,9 +167,13 @@ class SlurmPool:
     # -- HostPool's interface -----------------------------------------------------------------
 
     def candidates(self, hardware: str) -> tuple[Host, ...]:
-        """The login host stands for the cluster (its nodes are known once a job runs)."""
+        """The cluster's usable nodes of the hardware (its partition and gres, not down), as
+        hosts: a cell needing more nodes than the cluster has is skipped, not queued forever."""
         if self.serves(hardware):
-            return (self.cluster.login,)
+            kind = self.cluster.for_hardware(hardware)
+            return tuple(
+                self._node_host(n.name, kind) for n in usable_nodes(self.cluster, kind, self.slurm.nodes())
+            )
         try:
             return self.hosts.candidates(hardware)
         except NoHost:
