@@ -59,7 +59,7 @@ def test_early_exit_fails_fast_with_the_log_tail(tmp_path, local_inventory):
     ctx = context(tmp_path, card, local_inventory(), ready_deadline=120)
     outcome = run_cell(ctx, ctx.matrix.cells[0])
     assert outcome.verdict == "failed"
-    assert "exited before the server became ready" in outcome.error
+    assert "server[0] on local exited before the cell became ready" in outcome.error
     assert "/nonexistent/model.gguf" in outcome.error, "the server log tail explains why"
     assert not processes_matching("/nonexistent/model.gguf")
     logs = json.loads(outcome.evidence_path.read_text())["logs"]

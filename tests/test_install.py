@@ -147,7 +147,11 @@ def test_build_engine_runs_on_a_bare_python_before_any_venv():
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    expected = ["llama-server", str(cache.server_binary()), "model", str(cache.model_path())]
+    expected = [
+        "llama-server", str(cache.server_binary()),
+        "rpc-server", str(cache.rpc_server_binary()),
+        "model", str(cache.model_path()),
+    ]  # fmt: skip
     assert done.stdout.split() == expected
 
 
