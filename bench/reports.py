@@ -1,7 +1,7 @@
 """Reports at lab size: acceptance table, nightly comparison, the single-file Allure report and a
 submission check, for 1k and 10k evidence documents, each next to its floor in the same run.
 
-    .venv/bin/python bench/reports.py [--sizes 1000 10000] [--submission 1000]
+    .venv/bin/python bench/reports.py [--sizes 1000 10000] [--submission 1000 ...]
 
 Evidence: a matrix of CPU cells (model cards shaped like the embedded SmolLM2 card, 4 cells each)
 and, per cell, what a run writes: raw records, a server log and a schema-valid evidence document
@@ -318,7 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--real", type=int, default=1000, help="cells run by the synthetic run (the rest reuse)"
     )
-    parser.add_argument("--submission", type=int, default=1000, help="pack and check at this size")
+    parser.add_argument(
+        "--submission",
+        type=int,
+        nargs="*",
+        default=[1000],
+        help="pack and check at these sizes (at most --real: a bundle holds each run's files once)",
+    )
     parser.add_argument("--allure-timeout", type=float, default=600)
     parser.add_argument(
         "--untrimmed",
@@ -336,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         base = args.keep or Path(tmp)
         result["rows"] = []
         for n in args.sizes:
-            submission = n == args.submission and n <= args.real  # a bundle holds each run's files once
+            submission = n in args.submission and n <= args.real
             untrimmed = n in args.untrimmed
             result["rows"].append(measure(n, args.real, base, args.allure_timeout, submission, untrimmed))
             print(json.dumps(result["rows"][-1]), flush=True)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+import tarfile
 
 from bench import collection, reports
 from dayzero import evidence
 from dayzero.spec.matrix import load_matrix
+from dayzero.submission.extract import DEFAULT_LIMITS
 
 
 def test_collection_compares_the_same_number_of_equally_marked_items(tmp_path):
@@ -31,3 +33,6 @@ def test_reports_bench_evidence_is_schema_valid_distinct_and_checks_clean(tmp_pa
     matrix, folder = reports.generate(real, 4, real=4)
     found = reports.submission_section(matrix, folder, real / "submission")
     assert found["cells"] == 4 and found["findings"] == 0, found
+    with tarfile.open(real / "submission" / "bundle.tar.gz") as tar:
+        per_cell = len(tar.getmembers()) / 4
+    assert 1000 * per_cell <= DEFAULT_LIMITS.max_files, "an honest 1k-cell bundle would be refused"
