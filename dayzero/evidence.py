@@ -55,6 +55,7 @@ def launches_json(recipe: Recipe, secrets: Iterable[str]) -> list[dict]:
             "command": redact(lc.command, secrets),
             "env": redact_env(lc.env),
             **({"container": join(lc.container)} if lc.container else {}),  # the docker run prefix
+            **({"srun": join(lc.step)} if lc.step else {}),  # the step's srun flags: pyxis's image
         }
         for lc in recipe.launches
     ]

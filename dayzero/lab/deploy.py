@@ -135,6 +135,7 @@ class Deployment:
                 log_path=self.log_path(launch),
                 setup=transport.host.engine_setup,
                 cwd=self.run_dir(launch),
+                step=launch.step,
             )
         except BaseException:  # interrupted after the host forked it: find it by its pidfile
             log_path = self.log_path(launch)

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from dayzero.errors import DayzeroError, InfrastructureError
 from dayzero.lab.transport.base import RemoteProcess, Transport
 from dayzero.redact import redact
-from dayzero.spec.inventory import Inventory, SlurmCluster, SlurmHardware
+from dayzero.spec.inventory import Host, Inventory, SlurmCluster, SlurmHardware
 from dayzero.spec.shell import exports, quote
 
 HOLD = "exec sleep 2147483647"  # the batch step only holds the allocation; roles run as srun steps
+TRANSPORT = "slurm"  # Host.transport of a node reached through its allocation
 
 
 @dataclass(frozen=True)
@@ -127,14 +128,8 @@ class Slurm:
             time.sleep(0.5)
         raise InfrastructureError(f"slurm job {job_id} still in the queue {timeout:.0f}s after scancel")
 
-    def step(self, job_id: str, node: str, inner: str) -> str:
-        """The srun line (without the cluster's setup) that runs the shell text `inner` as one
-        task of a new step of the job on `node`, beside the steps already running (`--overlap`)."""
-        srun = [
-            "srun", "--jobid", job_id, "--nodelist", node, "--nodes", "1", "--ntasks", "1",
-            "--overlap", "--kill-on-bad-exit=1", "--quiet", "bash", "-c", inner,
-        ]  # fmt: skip
-        return " ".join(quote(a) for a in srun)
+    def step(self, job_id: str, node: str, inner: str, flags: tuple[str, ...] = ()) -> str:
+        return srun_line(job_id, node, inner, flags)
 
     def launch(
         self,
@@ -146,13 +141,13 @@ class Slurm:
         env: dict[str, str],
         setup: str = "",
         cwd: str | None = None,
+        step: tuple[str, ...] = (),
     ) -> RemoteProcess:
         """Start `command` on one node of the allocation as an srun step in the background; the
         returned process group (srun on the login host) is killed with `transport.kill`, which
-        ends the step on the node. `setup` (the node's engine_setup) and `cd cwd` run on the node."""
-        cd = f"mkdir -p {quote(cwd)} && cd {quote(cwd)} || exit 1\n" if cwd else ""
-        inner = cd + (f"{setup}\n" if setup else "") + exports(env) + f"exec {command}"
-        srun = self.step(alloc.job_id, node, inner)
+        ends the step on the node. `setup` (the node's engine_setup) and `cd cwd` run on the node;
+        `step` adds srun flags (pyxis: the step runs in a container image)."""
+        srun = self.step(alloc.job_id, node, role_script(command, env, setup, cwd), step)
         return self.transport.start(srun, env={}, log_path=log_path, setup=self.cluster.setup)
 
     def addresses(self) -> dict[str, str]:
@@ -201,6 +196,41 @@ class Slurm:
             yield Allocation(job_id, name, self.wait_running(job_id, wait, on_state), hardware.gres)
         finally:
             self.cancel(job_id)
+
+
+def srun_line(job_id: str, node: str, inner: str, flags: tuple[str, ...] = ()) -> str:
+    """The srun line (without the cluster's setup) that runs the shell text `inner` as one task of
+    a new step of the job on `node`, beside the steps already running (`--overlap`); `flags` come
+    before the task (pyxis's `--container-image=...`)."""
+    srun = [
+        "srun", "--jobid", job_id, "--nodelist", node, "--nodes", "1", "--ntasks", "1",
+        "--overlap", "--kill-on-bad-exit=1", "--quiet", *flags, "bash", "-c", inner,
+    ]  # fmt: skip
+    return " ".join(quote(a) for a in srun)
+
+
+def role_script(command: str, env: dict[str, str], setup: str = "", cwd: str | None = None) -> str:
+    """What a role's step runs on its node: `cd cwd`, the node's setup, the exports, the command."""
+    cd = f"mkdir -p {quote(cwd)} && cd {quote(cwd)} || exit 1\n" if cwd else ""
+    return cd + (f"{setup}\n" if setup else "") + exports(env) + f"exec {command}"
+
+
+def node_host(cluster: SlurmCluster, kind: SlurmHardware, node: str, address: str) -> Host:
+    """A node of the cluster as a host of a kind: where recipes render, with the cluster's workdir,
+    setup, vars and container."""
+    return Host(
+        name=node,
+        hardware=kind.hardware,
+        transport=TRANSPORT,
+        address=address,
+        accelerators=kind.accelerators,
+        workdir=cluster.workdir,
+        engine_setup=cluster.engine_setup,
+        python=cluster.python,
+        vars=cluster.vars,
+        container=cluster.container_of(kind),
+        container_image=kind.container_image,
+    )
 
 
 def _kind(cluster: SlurmCluster, gres: str) -> str | None:

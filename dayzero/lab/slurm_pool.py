@@ -23,13 +23,11 @@ from dayzero.errors import InfrastructureError
 from dayzero.lab.lease import Lease, LeaseKeeper, acquire_all, release
 from dayzero.lab.pool import Held, HostPool, NoHost
 from dayzero.lab.preflight import HostFacts, gather
-from dayzero.lab.slurm import Allocation, Slurm, job_name, usable_nodes
+from dayzero.lab.slurm import TRANSPORT, Allocation, Slurm, job_name, node_host, usable_nodes
 from dayzero.lab.transport import RemoteProcess, Transport, open_transport
 from dayzero.lab.transport.base import CommandResult
 from dayzero.spec.inventory import Host, SlurmCluster, SlurmHardware
 from dayzero.spec.matrix import Hardware
-
-TRANSPORT = "slurm"  # Host.transport of a node reached through its allocation
 
 
 class SlurmNodeTransport(Transport):
@@ -60,11 +58,17 @@ class SlurmNodeTransport(Transport):
         self.login.get(remote, local)
 
     def start(
-        self, command: str, *, env: dict[str, str], log_path: str, setup: str = "", cwd: str | None = None
+        self,
+        command: str,
+        *,
+        env: dict[str, str],
+        log_path: str,
+        setup: str = "",
+        cwd: str | None = None,
+        step: tuple[str, ...] = (),
     ) -> RemoteProcess:
-        return self.slurm.launch(
-            self.allocation, self.host.name, command, log_path=log_path, env=env, setup=setup, cwd=cwd
-        )
+        where = (self.allocation, self.host.name)
+        return self.slurm.launch(*where, command, log_path=log_path, env=env, setup=setup, cwd=cwd, step=step)
 
     def running(self) -> None:
         """Raise InfrastructureError unless the job still runs (cancelled, node down, time out)."""
@@ -303,18 +307,7 @@ class SlurmPool:
         say(f"{cell_id}: slurm job {held.job_id} runs on {','.join(nodes)}")
 
     def _node_host(self, node: str, kind: SlurmHardware) -> Host:
-        c = self.cluster
-        return Host(
-            name=node,
-            hardware=kind.hardware,
-            transport=TRANSPORT,
-            address=self._node_addresses().get(node, node),
-            accelerators=kind.accelerators,
-            workdir=c.workdir,
-            engine_setup=c.engine_setup,
-            python=c.python,
-            vars=c.vars,
-        )
+        return node_host(self.cluster, kind, node, self._node_addresses().get(node, node))
 
     def _node_addresses(self) -> dict[str, str]:
         if self._addresses is None:

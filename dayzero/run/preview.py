@@ -1,18 +1,23 @@
 """What a cell would run, as text for a person: `pytest --dry-run` and `dayzero recipe`.
 
 One function shows a rendered recipe (`launch_text`), with every secret masked: a recipe's
-secret env is resolved at render time, so the rendered shell holds the value itself.
+secret env is resolved at render time, so the rendered shell holds the value itself. A cell that a
+Slurm cluster of the inventory serves shows its job's `sbatch` line and each role's whole `srun`
+line instead (pyxis's container flags included), on placeholder nodes: a dry run asks no controller.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from dayzero.lab import slurm
 from dayzero.redact import redact
+from dayzero.run import records
 from dayzero.spec import mamba
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import Launch, MissingValue, Recipe, hosts_needed, placeholder_hosts, render
+from dayzero.spec.shell import join
 
 
 def launch_text(
@@ -38,7 +43,24 @@ def hosts_for(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> tuple[
     needed = hosts_needed(matrix.card(cell), cell)
     if inventory is None:
         return needed, placeholder_hosts(matrix, cell, needed)
+    cluster = inventory.slurm
+    if cluster and (kind := cluster.for_hardware(cell.hardware)):
+        return needed, [slurm.node_host(cluster, kind, f"node{i}", f"<node{i}>") for i in range(needed)]
     return needed, inventory.for_hardware(cell.hardware)[:needed]
+
+
+def slurm_text(inventory: Inventory, cell: Cell, recipe: Recipe, indent: str) -> str:
+    """A Slurm cell's job (`sbatch`) and each role as the srun step it runs as, secrets masked."""
+    cluster = inventory.slurm
+    kind = cluster.for_hardware(cell.hardware)
+    name = f"dayzero:<run>:{cell.id}"  # slurm.job_name of the run
+    lines = [f"{indent}# slurm job: {join(slurm.submit_argv(cluster, kind, len(recipe.hosts), name))}"]
+    cwd = f"{cluster.workdir.rstrip('/')}/{records.cell_folder('<run>', cell.id)}"  # the deployment's run_dir
+    for lc in recipe.launches:
+        script = slurm.role_script(lc.command, dict(lc.env), cluster.engine_setup, cwd)
+        lines.append(f"{indent}# {lc.role}[{lc.rank}] on {lc.host} ({lc.address})")
+        lines.append(indent + slurm.srun_line("<job>", lc.host, script, lc.step))
+    return redact("\n".join(lines), inventory.secrets)
 
 
 def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell) -> str:
@@ -53,6 +75,8 @@ def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell) -> str:
             f"inventory {inventory.path} has {len(hosts)}"
         )
     recipe = render(matrix, cell, hosts)
+    if inventory.slurm and inventory.slurm.for_hardware(cell.hardware):
+        return f"{head}  recipe {recipe.digest}\n{slurm_text(inventory, cell, recipe, '   ')}"
     return f"{head}  recipe {recipe.digest}\n{launch_text(recipe, inventory.secrets, indent='   ')}"
 
 

@@ -8,6 +8,13 @@ at the same path (so `--model-path` reads the same inside and out) and the launc
 forwarded by name with `-e NAME` (the values are exported before the command, so a secret never
 appears on the command line). The engine argv itself is unchanged: `dayzero lint` parses it, not
 docker's flags. Pure functions.
+
+A Slurm node whose cluster (or kind) says `container: pyxis` runs each role's srun step in the
+image instead (`pyxis_flags`: the kind's `container_image`, else the card's image): pyxis/enroot
+share the node's network, IPC and /dev/shm and hand the job's GPUs to the container, so only the
+mounts are ours: the model root and the cluster's workdir at the same paths, the user's home left
+out (a docker container does not see it either). The step's whole script, the inventory's
+`engine_setup` included, runs inside the image.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dayzero.errors import ConfigError
 from dayzero.spec.card import ModelCard
 
 RUNTIMES = ("docker", "podman")
+PYXIS = "pyxis"
 SHM_SIZE = "32g"  # the SGLang cookbook's `docker run --shm-size 32g`
 
 # Device flags by the catalogue's vendor, from each vendor's container guide.
@@ -83,6 +91,15 @@ def wrap(
     for env_name in env_names:
         argv += ["-e", env_name]
     return (*argv, image)
+
+
+def pyxis_flags(image: str, mounts: Sequence[str]) -> tuple[str, ...]:
+    """The srun flags (pyxis's SPANK options) that run a step's task in `image`, with each path of
+    `mounts` bound at the same path inside."""
+    argv = [f"--container-image={image}"]
+    if paths := list(dict.fromkeys(m for m in mounts if m)):
+        argv.append("--container-mounts=" + ",".join(f"{p}:{p}" for p in paths))
+    return (*argv, "--no-container-mount-home")
 
 
 def image_of(card: ModelCard, hardware: str) -> str:

@@ -29,7 +29,8 @@ class Host:
     slots: int = 1
     python: str = "python3"
     vars: tuple[tuple[str, str], ...] = ()
-    container: str = "none"  # docker | podman: the engine runs in the card's image (dayzero.spec.container)
+    container: str = "none"  # docker | podman | pyxis (a Slurm node): the engine runs in an image
+    container_image: str | None = None  # pyxis: the image its Slurm kind names, instead of the card's
 
     @property
     def var(self) -> dict[str, str]:
@@ -46,7 +47,8 @@ class SlurmHardware:
     accelerators: int = 1
     partition: str | None = None
     constraint: str | None = None
-    container_image: str | None = None
+    container: str | None = None  # none | pyxis, instead of the cluster's
+    container_image: str | None = None  # pyxis: instead of the card's image for the kind
 
     @property
     def gres_type(self) -> str | None:
@@ -77,6 +79,10 @@ class SlurmCluster:
 
     def for_hardware(self, hardware: str) -> SlurmHardware | None:
         return next((h for h in self.hardware if h.hardware == hardware), None)
+
+    def container_of(self, kind: SlurmHardware) -> str:
+        """How a kind's roles run: `pyxis` (srun --container-image) or `none`, the kind's word first."""
+        return kind.container or self.container
 
     def kind_of_gres(self, gres_type: str) -> str | None:
         """The hardware kind a node's gres type stands for (`nvidia_b300` -> `b300`), if mapped."""
@@ -130,6 +136,7 @@ def _slurm(path: Path, data: dict, hardware_names: set[str] | None) -> SlurmClus
                 accelerators=fields.get("accelerators", int(gres.rsplit(":", 1)[1]) if gres else 1),
                 partition=fields.get("partition"),
                 constraint=fields.get("constraint"),
+                container=fields.get("container"),
                 container_image=fields.get("container_image"),
             )
         )

@@ -16,7 +16,9 @@ answers the engine's health path, a worker rank accepts on its port, any other r
 Containers: on a host whose inventory says `container: docker|podman`, each launch runs inside
 the card's per-hardware image (`dayzero.spec.container`): `Launch.container` is the `docker run`
 prefix, `Launch.argv` stays the engine's own argv (what `dayzero lint` parses) and
-`Launch.command` is the whole line. The image is part of the recipe digest.
+`Launch.command` is the whole line. The image is part of the recipe digest. On a Slurm node that
+says `container: pyxis`, `Launch.step` holds the srun flags that run the role's step in the image
+(`--container-image=...`) and the command stays the engine's own.
 
 Secrets: a card marks an env value secret with `{secret_from_env: NAME}` (or writes
 `{secret.NAME}` in a value or arg). The template, and so the digest, keeps the placeholder; the
@@ -78,6 +80,7 @@ class Launch:
     env: tuple[tuple[str, str], ...]
     endpoint: bool
     container: tuple[str, ...] = ()  # `docker run ... <image>` around the engine argv, if any
+    step: tuple[str, ...] = ()  # srun flags of the role's step (pyxis: --container-image=...), if any
     ready: str = HTTP  # http: answers the health path; tcp: accepts on its port; alive: runs
 
     @property
@@ -265,7 +268,7 @@ def _tp(matrix: Matrix, cell: Cell, t: RoleTemplate, hosts: Sequence[Host]) -> s
 
 def _container(matrix: Matrix, cell: Cell, host: Host, env_names: list[str], name: str) -> tuple[str, ...]:
     """The `docker run` prefix when the host runs its engines in a container, else nothing."""
-    if host.container == "none":
+    if host.container in ("none", container.PYXIS):
         return ()
     card = matrix.card(cell)
     try:
@@ -282,6 +285,15 @@ def _container(matrix: Matrix, cell: Cell, host: Host, env_names: list[str], nam
         raise ConfigError(
             matrix.root / "hardware.yaml", f"hardware.{cell.hardware}.vendor", str(exc)
         ) from None
+
+
+def _step(matrix: Matrix, cell: Cell, host: Host) -> tuple[str, ...]:
+    """The srun flags of a role's step on a Slurm node that runs its engines with pyxis, else none:
+    the kind's image, else the card's, with the model root and the workdir mounted."""
+    if host.container != container.PYXIS:
+        return ()
+    image = host.container_image or container.image_of(matrix.card(cell), cell.hardware)
+    return container.pyxis_flags(image, [host.var.get("model_root", ""), host.workdir])
 
 
 def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int = 0) -> Recipe:
@@ -343,6 +355,7 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
                     container=_container(
                         matrix, cell, host, [k for k, _ in env], f"{t.role}-{rank}-{values['port']}"
                     ),
+                    step=_step(matrix, cell, host),
                 )
             )
     return Recipe(cell.id, digest(card, cell), tuple(launches))

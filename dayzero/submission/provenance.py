@@ -92,7 +92,7 @@ def template_pattern(arg: str) -> re.Pattern:
 
 def launch_problem(template_argv, template_env, launch: dict, image: str | None = None) -> str:
     """Why a launched command is not the template's ('' when every argument fits); a container
-    prefix must run the card's image for the hardware."""
+    prefix, or a Slurm step's pyxis image, must run the card's image for the hardware."""
     command, env = launch.get("command"), launch.get("env") or {}
     if not isinstance(command, str) or not isinstance(env, dict):
         return "no command"
@@ -104,6 +104,14 @@ def launch_problem(template_argv, template_env, launch: dict, image: str | None 
             ran = (shlex.split(wrapper) or [""])[-1]
         except ValueError as exc:
             return f"unparsable container prefix: {exc}"
+        if ran != image:
+            return f"the container runs image {short(ran, 80)}, the card has {image}"
+    if step := launch.get("srun"):  # a Slurm step's flags: pyxis runs --container-image
+        try:
+            flags = shlex.split(step) if isinstance(step, str) else [""]
+        except ValueError as exc:
+            return f"unparsable srun flags: {exc}"
+        ran = next((f.split("=", 1)[1] for f in flags if f.startswith("--container-image=")), "")
         if ran != image:
             return f"the container runs image {short(ran, 80)}, the card has {image}"
     try:

@@ -80,13 +80,23 @@ class Transport(abc.ABC):
         return result
 
     def start(
-        self, command: str, *, env: dict[str, str], log_path: str, setup: str = "", cwd: str | None = None
+        self,
+        command: str,
+        *,
+        env: dict[str, str],
+        log_path: str,
+        setup: str = "",
+        cwd: str | None = None,
+        step: tuple[str, ...] = (),
     ) -> RemoteProcess:
         """Start `command` in a new session (its own process group) writing to `log_path`.
 
         `setsid` makes the background shell the leader of a new group, so its pid is the pgid
-        and one `kill -- -pgid` reaches every child the engine forks.
+        and one `kill -- -pgid` reaches every child the engine forks. `step` (srun flags) is
+        only for a Slurm node's transport.
         """
+        if step:
+            raise InfrastructureError(f"{self.host.name}: srun flags {' '.join(step)} need a Slurm node")
         inner = (f"{setup}\n" if setup else "") + exports(env) + f"exec {command}"
         cd = f"cd {quote(cwd)} || exit 1; " if cwd else ""
         # `;` not `&&` before setsid: `a && b &` would background the whole list in a subshell
