@@ -68,6 +68,39 @@ def test_two_node_job_runs_a_role_per_node_and_scancel_empties_the_queue(slurm, 
     assert slurm_bed.stepds() == [], "no slurmstepd left 30 s after the job ended"
 
 
+def test_a_roles_switch_on_its_node_ends_the_step_when_the_heartbeat_goes(slurm, slurm_bed, tmp_path):  # noqa: F811
+    """The step's own dead man's switch (`role_script` with a heartbeat): the heartbeat file gone
+    (the cell let go of its job slot), the engine on the node is killed although nobody killed
+    srun, which is all that works while slurmctld is down."""
+    heartbeat = tmp_path / "owner.json"
+    heartbeat.write_text('{"run_id": "r"}')
+    pidfile = tmp_path / "engine.pid"
+    with slurm.allocation(GPU, 1, "dayzero:test:switch", wait=30) as alloc:
+        cmd = f'bash -c "echo \\$\\$ > {pidfile}; exec sleep 300"'
+        proc = slurm.launch(
+            alloc, "n1", cmd, log_path=str(tmp_path / "n1.log"), env={}, heartbeat=(str(heartbeat), 60)
+        )
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            assert time.monotonic() < deadline, slurm.transport.tail(proc.log_path)
+            time.sleep(0.2)
+        engine = int(pidfile.read_text())
+        assert _alive(engine)
+        heartbeat.unlink()
+        deadline = time.monotonic() + 20
+        while _alive(engine):
+            assert time.monotonic() < deadline, "the switch did not kill the step's engine"
+            time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 def test_a_job_never_granted_gives_up_reports_pending_and_is_cancelled(slurm, slurm_bed):  # noqa: F811
     with slurm.allocation(GPU, 2, "dayzero:test:holder", wait=30) as holder:
         states = []

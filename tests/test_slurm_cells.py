@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from dayzero.lab.pool import HostPool
-from dayzero.lab.slurm import time_limit_seconds
+from dayzero.lab.slurm import role_script, time_limit_seconds
 from dayzero.lab.slurm_pool import SlurmPool, port_slots
+from dayzero.lab.transport.base import watch_loop
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
 from dayzero.spec.recipe import hosts_needed
+from dayzero.spec.shell import quote
 from devlab import slurm as devslurm  # tools/ is on sys.path (conftest)
 from devlab.testbed import engine_defaults
 
@@ -81,6 +83,17 @@ def test_time_limits_and_port_slots():
     ]  # fmt: skip
     shared = port_slots({"n10": "10.0.0.1", "n2": "10.0.0.1", "n1": "10.0.0.1", "gpu1": "10.0.0.9"})
     assert shared == {"gpu1": 0, "n1": 0, "n2": 1, "n10": 2}
+
+
+def test_a_roles_step_starts_the_deployments_switch_before_anything_else():
+    hb = "/w/jobs/leases/slot-0/owner.json"
+    script = role_script("llama-server --port 1", {"A": "1"}, "source /venv", "/w/run", (hb, 20))
+    lines = script.splitlines()
+    assert lines[0].startswith("mkdir -p /w/run") and lines[2] == "source /venv"
+    switch = f"setsid bash -c {quote(watch_loop('$1', hb, 20))} dayzero-watchdog $$"
+    assert lines[1] == f"{switch} > /dev/null 2>&1 < /dev/null &", "over the step's group, outside it"
+    assert lines[-1].endswith("exec llama-server --port 1")
+    assert "dayzero-watchdog" not in role_script("llama-server", {}, "", "/w/run")
 
 
 # -- a real Slurm ----------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ Every Slurm command runs on the cluster's login host through a transport (local 
 inventory's `slurm.setup` line. A cell's nodes come from one job (`sbatch --parsable` holding the
 allocation with a sleep, so submitting never blocks and the queue state can be watched); each role
 runs with `srun --jobid J --nodelist NODE --overlap` as a background process group on the login
-host, killed like any other; `scancel` runs on every exit of `allocation()`. The job's `--time`
-ends it by itself if the controller dies.
+host, killed like any other (which ends the step only while slurmctld answers, so a role's step
+also starts a dead man's switch on its node); `scancel` runs on every exit of `allocation()`. The
+job's `--time` ends it by itself if the controller dies.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from dayzero.errors import DayzeroError, InfrastructureError
-from dayzero.lab.transport.base import RemoteProcess, Transport
+from dayzero.lab.transport.base import RemoteProcess, Transport, watch_loop
 from dayzero.redact import redact
 from dayzero.spec.inventory import Host, Inventory, SlurmCluster, SlurmHardware
 from dayzero.spec.shell import exports, quote
@@ -142,12 +143,14 @@ class Slurm:
         setup: str = "",
         cwd: str | None = None,
         step: tuple[str, ...] = (),
+        heartbeat: tuple[str, float] | None = None,
     ) -> RemoteProcess:
         """Start `command` on one node of the allocation as an srun step in the background; the
         returned process group (srun on the login host) is killed with `transport.kill`, which
-        ends the step on the node. `setup` (the node's engine_setup) and `cd cwd` run on the node;
-        `step` adds srun flags (pyxis: the step runs in a container image)."""
-        srun = self.step(alloc.job_id, node, role_script(command, env, setup, cwd), step)
+        ends the step on the node while slurmctld answers. `setup` (the node's engine_setup) and
+        `cd cwd` run on the node; `step` adds srun flags (pyxis: the step runs in a container
+        image); `heartbeat` (file, timeout) starts a switch on the node (`role_script`)."""
+        srun = self.step(alloc.job_id, node, role_script(command, env, setup, cwd, heartbeat), step)
         return self.transport.start(srun, env={}, log_path=log_path, setup=self.cluster.setup)
 
     def addresses(self) -> dict[str, str]:
@@ -209,10 +212,25 @@ def srun_line(job_id: str, node: str, inner: str, flags: tuple[str, ...] = ()) -
     return " ".join(quote(a) for a in srun)
 
 
-def role_script(command: str, env: dict[str, str], setup: str = "", cwd: str | None = None) -> str:
-    """What a role's step runs on its node: `cd cwd`, the node's setup, the exports, the command."""
+def role_script(
+    command: str,
+    env: dict[str, str],
+    setup: str = "",
+    cwd: str | None = None,
+    heartbeat: tuple[str, float] | None = None,
+) -> str:
+    """What a role's step runs on its node: `cd cwd`, the node's setup, the exports, the command.
+
+    With `heartbeat` (file, timeout), the step first starts the deployment's dead man's switch
+    (`watch_loop`) on the node, over the step's process group (the task is its leader): killing
+    srun on the login host ends the step only through slurmctld, so with the controller dead the
+    engine would outlive its cell; the switch kills it once the cell lets go of its job slot."""
     cd = f"mkdir -p {quote(cwd)} && cd {quote(cwd)} || exit 1\n" if cwd else ""
-    return cd + (f"{setup}\n" if setup else "") + exports(env) + f"exec {command}"
+    watch = ""
+    if heartbeat is not None:
+        loop = watch_loop("$1", *heartbeat)
+        watch = f"setsid bash -c {quote(loop)} dayzero-watchdog $$ > /dev/null 2>&1 < /dev/null &\n"
+    return cd + watch + (f"{setup}\n" if setup else "") + exports(env) + f"exec {command}"
 
 
 def node_host(cluster: SlurmCluster, kind: SlurmHardware, node: str, address: str) -> Host:

@@ -7,8 +7,10 @@ host, shared by every xdist worker and run: its owner file is the controller's h
 submits the cell's job (`dayzero.lab.slurm`), reports its queue state in the progress log, gives
 up after `--lease-wait`, then preflights every node inside the allocation. A node that fails
 preflight is quarantined for the rest of the run and excluded (`--exclude`) from the next job.
-A watchdog on the login host cancels the job when the heartbeat stops (the controller died);
-the job's time limit ends it if everything else failed. `release` cancels the job.
+A watchdog on the login host cancels the job when the heartbeat stops (the controller died),
+and each role's step kills its engine on the node once the heartbeat stops or the slot is let go
+(slurmctld died: nothing else reaches the node); the job's time limit ends it if everything else
+failed. `release` cancels the job.
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ class SlurmNodeTransport(Transport):
     one ends its step); logs are srun's output on the login host. A role found dead while its
     job has left RUNNING is the lab's fault (job cancelled, node down), never the product's."""
 
-    def __init__(self, slurm: Slurm, allocation: Allocation, host: Host):
+    def __init__(
+        self, slurm: Slurm, allocation: Allocation, host: Host, heartbeat: tuple[str, float] | None = None
+    ):
         self.slurm, self.allocation, self.host = slurm, allocation, host
+        self.heartbeat = heartbeat  # (the job slot's owner file, timeout): a role's switch on its node
 
     @property
     def login(self) -> Transport:
@@ -67,8 +72,17 @@ class SlurmNodeTransport(Transport):
         cwd: str | None = None,
         step: tuple[str, ...] = (),
     ) -> RemoteProcess:
-        where = (self.allocation, self.host.name)
-        return self.slurm.launch(*where, command, log_path=log_path, env=env, setup=setup, cwd=cwd, step=step)
+        return self.slurm.launch(
+            self.allocation,
+            self.host.name,
+            command,
+            log_path=log_path,
+            env=env,
+            setup=setup,
+            cwd=cwd,
+            step=step,
+            heartbeat=self.heartbeat,
+        )
 
     def running(self) -> None:
         """Raise InfrastructureError unless the job still runs (cancelled, node down, time out)."""
@@ -300,7 +314,8 @@ class SlurmPool:
         held.leases = []
         for node in nodes:
             host = self._node_host(node, kind)
-            self.transports[node] = SlurmNodeTransport(slurm, held.allocation, host)
+            heartbeat = (held.slot.heartbeat, self.hosts.ttl)
+            self.transports[node] = SlurmNodeTransport(slurm, held.allocation, host, heartbeat)
             held.leases.append(
                 Lease(host, slots.get(node, 0), self.hosts.run_id, held.slot.path, held.slot.ttl)
             )

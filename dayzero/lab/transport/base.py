@@ -17,13 +17,30 @@ from dayzero.spec.inventory import Host
 from dayzero.spec.shell import exports, quote
 
 
-def group_alive(pgid: int) -> str:
-    """Shell test: does process group `pgid` have a member that is not a zombie?
+def group_alive(pgid: int | str) -> str:
+    """Shell test: does process group `pgid` (a number, or a shell word that holds one: "$1")
+    have a member that is not a zombie?
 
     `kill -0 -- -pgid` also succeeds for zombies, and an orphaned server's zombie stays until
     the host's init reaps it; some inits never do (seen on a Firecracker VM), so a dead server
     looked alive and every teardown waited out its grace period."""
-    return f"ps -e -o pgid= -o stat= | awk -v g={int(pgid)} '$1 == g && $2 !~ /^Z/ {{f = 1}} END {{exit !f}}'"
+    g = pgid if isinstance(pgid, str) else int(pgid)
+    return f"ps -e -o pgid= -o stat= | awk -v g={g} '$1 == g && $2 !~ /^Z/ {{f = 1}} END {{exit !f}}'"
+
+
+def watch_loop(pgid: int | str, heartbeat: str, timeout: float) -> str:
+    """Shell text of a dead man's switch: kill process group `pgid` (as in `group_alive`) once
+    `heartbeat` is not touched for `timeout` seconds (controller killed, connection lost) or no
+    longer holds what it held at the start (the lease went stale and another run reclaimed it:
+    its keeper's touches must not keep our server alive); ends by itself with the group."""
+    pg, hb = f"-{pgid}", quote(heartbeat)
+    return (
+        f"touch -c {hb}; own=$(cksum < {hb} 2>/dev/null); while {group_alive(pgid)}; do "
+        f"age=$(( $(date +%s) - $(stat -c %Y {hb} 2>/dev/null || echo 0) )); "
+        f'if [ $age -gt {int(timeout)} ] || [ "$(cksum < {hb} 2>/dev/null)" != "$own" ]; then '
+        f"kill -TERM -- {pg}; sleep 10; kill -KILL -- {pg}; exit 0; fi; "
+        f"sleep 2; done"
+    )
 
 
 @dataclass(frozen=True)
@@ -116,18 +133,8 @@ class Transport(abc.ABC):
         return RemoteProcess(self.host.name, pgid, log_path)
 
     def watch(self, proc: RemoteProcess, heartbeat: str, timeout: float) -> RemoteProcess:
-        """Start a dead man's switch on the host: kill the process group by itself when
-        `heartbeat` is not touched for `timeout` seconds (controller killed, connection lost) or
-        no longer holds what it held at the start (the lease went stale and another run
-        reclaimed it: its keeper's touches must not keep our server alive)."""
-        pg, hb = f"-{proc.pgid}", quote(heartbeat)
-        loop = (
-            f"touch -c {hb}; own=$(cksum < {hb} 2>/dev/null); while {group_alive(proc.pgid)}; do "
-            f"age=$(( $(date +%s) - $(stat -c %Y {hb} 2>/dev/null || echo 0) )); "
-            f'if [ $age -gt {int(timeout)} ] || [ "$(cksum < {hb} 2>/dev/null)" != "$own" ]; then '
-            f"kill -TERM -- {pg}; sleep 10; kill -KILL -- {pg}; exit 0; fi; "
-            f"sleep 2; done"
-        )
+        """Start a dead man's switch on the host (`watch_loop`) over the process group."""
+        loop = watch_loop(proc.pgid, heartbeat, timeout)
         wrapper = f"setsid bash -c {quote(loop)} > /dev/null 2>&1 < /dev/null & echo $!"
         result = self.check(wrapper, timeout=30)
         return RemoteProcess(self.host.name, int(result.stdout.split()[-1]), "")
