@@ -242,6 +242,34 @@ def test_dayzero_killed_mid_cell_its_job_ends_by_the_heartbeat(bed, tmp_path):
     _nothing_left(bed, timeout=60)
 
 
+@pytest.mark.e2e
+@needs_engine
+def test_slurmctld_killed_mid_cell_breaks_the_cell_and_leaves_no_engine(bed, tmp_path):
+    """slurmctld SIGKILLed while the cell runs: the cell is broken (the controller unreachable),
+    its engine is gone from the node while slurmctld is still down (killing srun on the login
+    host cannot end a step without the controller: the step's own switch on the node kills it
+    once the cell lets go of its job slot), and once slurmctld is back (its state read back, the
+    job still RUNNING) the job's watchdog cancels the job."""
+    reports = tmp_path / "reports"
+    proc = _start_cell(bed, reports, "--heartbeat-timeout=20")
+    _wait_progress(reports, "ready after", proc)
+    _wait_until(lambda: _squeue(bed) and _engines(), "the job and its engine", 10)
+    bed.kill("slurmctld")
+    try:
+        doc = _ends_broken(proc, reports, timeout=240)
+        assert "slurm controller unreachable" in doc["error"], doc["error"]
+        _wait_until(lambda: not _engines(), f"no engine while slurmctld is down: {_engines()}", 45)
+    except BaseException:  # the controller back and the job gone, for the module's next tests
+        proc.kill()
+        bed.restart("slurmctld")
+        subprocess.run(["scancel", *[line.split()[0] for line in _squeue(bed)]], env=bed.env)
+        for line in _engines():  # an orphaned step's engine outlives even that (proctrack/linuxproc)
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        raise
+    bed.restart("slurmctld")
+    _nothing_left(bed, timeout=90)
+
+
 def test_allocation_never_granted_within_lease_wait_breaks_the_cell(bed, tmp_path):
     holder = subprocess.run(
         ["sbatch", "--parsable", "-N2", "--exclusive", "-o", "/dev/null", "--wrap", "exec sleep 600"],

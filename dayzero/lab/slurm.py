@@ -84,8 +84,17 @@ class Slurm:
         return self.run(submit_argv(self.cluster, hardware, nodes, name, exclude)).strip().split(";")[0]
 
     def queue_state(self, job_id: str) -> tuple[str, str]:
-        """(state, reason) of a job; ("", "") once it has left the queue."""
-        out = self.run(["squeue", "-h", "-j", job_id, "-o", "%T|%r"], timeout=30).strip()
+        """(state, reason) of a job; ("", "") once it has left the queue. A controller that does
+        not answer raises InfrastructureError saying so: it is the lab's fault, and the reason."""
+        result = self.transport.run(self.command(["squeue", "-h", "-j", job_id, "-o", "%T|%r"]), timeout=30)
+        if not result.ok and "Invalid job id" in result.stderr:  # purged past MinJobAge: long gone
+            return "", ""
+        if not result.ok:
+            why = redact(result.stderr.strip()[-300:], (self.cluster.setup,))
+            raise InfrastructureError(
+                f"slurm controller unreachable: squeue -j {job_id} exited {result.exit_status}: {why}"
+            )
+        out = result.stdout.strip()
         state, _, reason = out.partition("|")
         return state, reason
 
