@@ -125,6 +125,8 @@ def test_dry_run_on_a_slurm_inventory_shows_the_job_and_the_whole_srun_line(tmp_
     assert f"'--container-image={LAB_IMAGE}' {MOUNTS} --no-container-mount-home bash -c" in srun
     assert "source /opt/sglang/activate" not in text, "engine_setup is a secret"
     assert "exec sglang serve" in text
+    switch = "/scratch/dayzero/jobs/leases/slot-<i>/owner.json"
+    assert switch in text and "dayzero-watchdog $$" in text, "the step's switch on the node"
 
 
 def test_pytest_dry_run_with_the_example_slurm_inventory_prints_srun_lines():

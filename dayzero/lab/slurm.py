@@ -242,6 +242,12 @@ def role_script(
     return cd + watch + (f"{setup}\n" if setup else "") + exports(env) + f"exec {command}"
 
 
+def jobs_dir(cluster: SlurmCluster) -> str:
+    """Where the cluster's job slots (leases, their owner files: the heartbeats) and watchdog logs
+    live: under the workdir, which the nodes share."""
+    return f"{cluster.workdir.rstrip('/')}/jobs"
+
+
 def node_host(cluster: SlurmCluster, kind: SlurmHardware, node: str, address: str) -> Host:
     """A node of the cluster as a host of a kind: where recipes render, with the cluster's workdir,
     setup, vars and container."""

@@ -25,7 +25,7 @@ from dayzero.errors import InfrastructureError
 from dayzero.lab.lease import Lease, LeaseKeeper, acquire_all, release
 from dayzero.lab.pool import Held, HostPool, NoHost
 from dayzero.lab.preflight import HostFacts, gather
-from dayzero.lab.slurm import TRANSPORT, Allocation, Slurm, job_name, node_host, usable_nodes
+from dayzero.lab.slurm import TRANSPORT, Allocation, Slurm, job_name, jobs_dir, node_host, usable_nodes
 from dayzero.lab.transport import RemoteProcess, Transport, open_transport
 from dayzero.lab.transport.base import CommandResult
 from dayzero.spec.inventory import Host, SlurmCluster, SlurmHardware
@@ -289,7 +289,7 @@ class SlurmPool:
         return SlurmHeld([], keeper, acquired="", slot=slot)
 
     def _jobs_dir(self) -> str:
-        return f"{self.cluster.workdir.rstrip('/')}/jobs"
+        return jobs_dir(self.cluster)
 
     def _run_job(
         self, held: SlurmHeld, cell_id: str, kind: SlurmHardware, needed: int, deadline: float

@@ -124,7 +124,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     tr = config.pluginmanager.get_plugin("terminalreporter")
     for cell in cells:
-        tr.write_line(dry_run_text(matrix, inventory, cell))
+        tr.write_line(dry_run_text(matrix, inventory, cell, config.getoption("dayzero_heartbeat_timeout")))
         if LINT_KEY in config.stash and cell.supported:
             refused = config.stash[LINT_KEY].get(cell.id) or [
                 "every command parses (the engine's own parser)"

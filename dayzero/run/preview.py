@@ -49,21 +49,23 @@ def hosts_for(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> tuple[
     return needed, inventory.for_hardware(cell.hardware)[:needed]
 
 
-def slurm_text(inventory: Inventory, cell: Cell, recipe: Recipe, indent: str) -> str:
-    """A Slurm cell's job (`sbatch`) and each role as the srun step it runs as, secrets masked."""
+def slurm_text(inventory: Inventory, cell: Cell, recipe: Recipe, indent: str, timeout: float) -> str:
+    """A Slurm cell's job (`sbatch`) and each role as the srun step it runs as (its switch on the
+    node watching the job slot's heartbeat included), secrets masked."""
     cluster = inventory.slurm
     kind = cluster.for_hardware(cell.hardware)
     name = f"dayzero:<run>:{cell.id}"  # slurm.job_name of the run
     lines = [f"{indent}# slurm job: {join(slurm.submit_argv(cluster, kind, len(recipe.hosts), name))}"]
     cwd = f"{cluster.workdir.rstrip('/')}/{records.cell_folder('<run>', cell.id)}"  # the deployment's run_dir
     for lc in recipe.launches:
-        script = slurm.role_script(lc.command, dict(lc.env), cluster.engine_setup, cwd)
+        heartbeat = (f"{slurm.jobs_dir(cluster)}/leases/slot-<i>/owner.json", timeout)
+        script = slurm.role_script(lc.command, dict(lc.env), cluster.engine_setup, cwd, heartbeat)
         lines.append(f"{indent}# {lc.role}[{lc.rank}] on {lc.host} ({lc.address})")
         lines.append(indent + slurm.srun_line("<job>", lc.host, script, lc.step))
     return redact("\n".join(lines), inventory.secrets)
 
 
-def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell) -> str:
+def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell, heartbeat_timeout: float = 120.0) -> str:
     """A cell under `--dry-run`: the host(s) it would use and the exact commands, or why none."""
     head = f"== {cell.id}  [{cell.published}]"
     if not cell.supported:
@@ -76,7 +78,9 @@ def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell) -> str:
         )
     recipe = render(matrix, cell, hosts)
     if inventory.slurm and inventory.slurm.for_hardware(cell.hardware):
-        return f"{head}  recipe {recipe.digest}\n{slurm_text(inventory, cell, recipe, '   ')}"
+        return (
+            f"{head}  recipe {recipe.digest}\n{slurm_text(inventory, cell, recipe, '   ', heartbeat_timeout)}"
+        )
     return f"{head}  recipe {recipe.digest}\n{launch_text(recipe, inventory.secrets, indent='   ')}"
 
 
