@@ -123,6 +123,7 @@ def test_submit_argv_carries_partition_account_qos_gres_and_exclusive():
         "--job-name dayzero:r:c",
     ):
         assert part in text, part
+    assert argv[-2:] == ["--wrap", "exec sleep 7200"], "the batch step holds the job no longer than --time"
     assert job_name("r 1", "a/b,c") == "dayzero:r_1:a/b_c"
 
 

@@ -23,7 +23,6 @@ from dayzero.redact import redact
 from dayzero.spec.inventory import Host, Inventory, SlurmCluster, SlurmHardware
 from dayzero.spec.shell import exports, quote
 
-HOLD = "exec sleep 2147483647"  # the batch step only holds the allocation; roles run as srun steps
 TRANSPORT = "slurm"  # Host.transport of a node reached through its allocation
 
 
@@ -309,7 +308,9 @@ def submit_argv(
         argv.append("--exclusive")
     if exclude:
         argv += ["--exclude", ",".join(exclude)]
-    return [*argv, "--wrap", HOLD]
+    # the batch step only holds the allocation (roles run as srun steps), never past the job's time
+    # limit: a step orphaned when slurmctld died mid-job is out of scancel's reach (proctrack/linuxproc)
+    return [*argv, "--wrap", f"exec sleep {time_limit_seconds(cluster.time_limit)}"]
 
 
 def usable_nodes(cluster: SlurmCluster, hw: SlurmHardware, nodes: tuple[NodeState, ...]) -> list[NodeState]:
