@@ -36,9 +36,14 @@ def slug(cell_id: str) -> str:
     return cell_id.replace("/", "__")
 
 
+def path_of(reports_dir: Path, cell_id: str, run_id: str) -> Path:
+    """Where one run's evidence of one cell is kept."""
+    return Path(reports_dir) / EVIDENCE_DIR / f"{slug(cell_id)}__{run_id}.json"
+
+
 def write(reports_dir: Path, doc: dict) -> Path:
     validate(doc)
-    path = Path(reports_dir) / EVIDENCE_DIR / f"{slug(doc['cell'])}__{doc['run']['id']}.json"
+    path = path_of(reports_dir, doc["cell"], doc["run"]["id"])
     return atomic.write_json(path, doc)  # readers never see half a document
 
 

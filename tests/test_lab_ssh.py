@@ -95,6 +95,35 @@ def pytest_cmd(matrix: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", f"--matrix={matrix}", *args]
 
 
+def start_parallel(matrix: Path, markers: str, inv: Path, reports: Path, *args: str) -> subprocess.Popen:
+    """A run of the cells `markers` selects on two xdist workers, in a process group of its own."""
+    return subprocess.Popen(
+        pytest_cmd(matrix, "-m", markers, "-n", "2", f"--hosts={inv}", f"--reports={reports}", *args),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def measuring_on(reports: Path, host: str, timeout: float = 600) -> str:
+    """The cell of a running run that leased `host`, once it has measured (its probe records)."""
+    victim = None
+    deadline = time.monotonic() + timeout
+    while victim is None and time.monotonic() < deadline:
+        for log in reports.glob("runs/*/progress.log"):
+            if m := re.search(rf"\] (\S+): leased {host} ", log.read_text()):
+                victim = m.group(1)
+        time.sleep(0.2)
+    assert victim, f"no cell leased {host}"
+    probes = f"runs/*/{slug(victim)}/records/probes.json"
+    while not list(reports.glob(probes)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert list(reports.glob(probes)), f"{victim} measured nothing on {host}"
+    return victim
+
+
 def test_cpu_cells_over_ssh_in_parallel_on_two_hosts(lab, quick_matrix, tmp_path):
     inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
     reports = tmp_path / "reports"
@@ -215,21 +244,8 @@ def test_sshd_killed_mid_cell_is_broken_others_finish_nothing_lost(lab, quick_ma
         stderr=subprocess.STDOUT,
         text=True,
     )
-    victim = None
     try:
-        deadline = time.monotonic() + 600
-        while victim is None and time.monotonic() < deadline:
-            for log in reports.glob("runs/*/progress.log"):
-                if m := re.search(r"\] (\S+): leased lab2 ", log.read_text()):
-                    victim = m.group(1)
-            time.sleep(0.2)
-        assert victim, "no cell leased lab2"
-        # wait until that cell has measured something (its probe records), then cut lab2 off
-        probes = f"runs/*/{slug(victim)}/records/probes.json"
-        deadline = time.monotonic() + 300
-        while not list(reports.glob(probes)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert list(reports.glob(probes)), f"{victim} measured nothing on lab2"
+        victim = measuring_on(reports, "lab2")  # then cut lab2 off
         lab.kill_connections("lab2")
         os.kill(lab.pid("lab2"), signal.SIGSTOP)  # the host stays unreachable: no reconnect
         out, _ = proc.communicate(timeout=1500)
@@ -257,23 +273,7 @@ def test_sshd_killed_mid_cell_is_broken_others_finish_nothing_lost(lab, quick_ma
 def test_interrupting_a_parallel_run_leaves_nothing_on_any_host(lab, quick_matrix, tmp_path, sig):
     inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
     reports = tmp_path / "reports"
-    proc = subprocess.Popen(
-        pytest_cmd(
-            quick_matrix,
-            "-m",
-            ONE_HOST,
-            "-n",
-            "2",
-            f"--hosts={inv}",
-            f"--reports={reports}",
-            "--heartbeat-timeout=10",
-        ),
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_parallel(quick_matrix, ONE_HOST, inv, reports, "--heartbeat-timeout=10")
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
@@ -356,3 +356,57 @@ def test_ssh_config_alias_as_address_binds_and_serves_on_its_hostname(lab, tmp_p
     assert outcome.verdict == "passed", outcome.error
     doc = json.loads(outcome.evidence_path.read_text())
     assert doc["recipe"]["launches"][0]["host"] == "lab2" and real in doc["recipe"]["launches"][0]["command"]
+
+
+def test_a_crashed_xdist_worker_ends_its_cell_at_once_and_records_it_broken(lab, quick_matrix, tmp_path):
+    """An xdist worker SIGKILLed mid-benchmark runs no teardown. The controller ends its cell's
+    server and releases its lease at once (the watchdog's ttl here is 300 s), and records the
+    cell broken, with evidence and an Allure result naming the worker; the other cell passes."""
+    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
+    reports = tmp_path / "reports"
+    proc = start_parallel(quick_matrix, "cpu and low_latency", inv, reports, "--heartbeat-timeout=300")
+    lab2 = lab.host("lab2").address
+    leases = Path(yaml.safe_load(inv.read_text())["hosts"]["lab2"]["workdir"]) / "leases"
+
+    def on_lab2() -> list[str]:  # its server, its watchdog (it names the lease) and its lease
+        return servers_on(lab2) + processes_matching(str(leases)) + [str(p) for p in leases.glob("slot-*")]
+
+    try:
+        victim = measuring_on(reports, "lab2")  # past its probes, under load
+        (owner,) = [json.loads(p.read_text()) for p in leases.glob("slot-*/owner.json")]
+        assert owner["cell"] == victim and servers_on(lab2)
+        os.kill(owner["pid"], signal.SIGKILL)  # the worker holding lab2, as the OOM killer would
+        killed = time.monotonic()
+        while (left := on_lab2()) and time.monotonic() - killed < 20:
+            time.sleep(0.5)
+        took = time.monotonic() - killed
+        out, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for line in servers_on(lab2):  # what a failure here left: the next tests need the port
+            os.killpg(int(line.split()[0]), signal.SIGKILL)
+        shutil.rmtree(leases, ignore_errors=True)
+    assert not left, f"{took:.0f}s after the worker died, still on lab2: {left}"
+    assert proc.returncode == 1, out[-3000:]
+    assert f"xdist worker {owner['worker']} crashed while running {victim}" in out, out[-3000:]
+    print(f"lab2 clean {took:.1f}s after its worker died")
+    docs = {d["cell"]: d for d in evidence(reports)}
+    assert set(docs) == {"smollm2-135m/cpu/low_latency/baseline", "smollm2-135m/cpu/low_latency/ngram_spec"}
+    crashed = docs.pop(victim)
+    assert crashed["verdict"] == "broken", crashed
+    assert f"worker {owner['worker']} crashed" in crashed["error"], crashed["error"]
+    assert [h["name"] for h in crashed["hosts"]] == ["lab2"] and crashed["run"]["worker"] == owner["worker"]
+    assert crashed["logs"] and all((reports / rel).stat().st_size > 0 for rel in crashed["logs"])
+    assert crashed["recipe"]["launches"][0]["host"] == "lab2", "the commands the worker ran, for the table"
+    ((other, doc),) = docs.items()
+    assert doc["verdict"] == "passed", doc.get("error")
+    found = [json.loads(p.read_text()) for p in (reports / "allure-results").glob("*-result.json")]
+    results = {r["name"]: r for r in found}
+    assert results[other]["status"] == "passed"
+    assert results[victim]["status"] == "broken", results[victim]
+    assert {"name": "dayzero_category", "value": "infrastructure"} in results[victim]["labels"]
+    assert owner["worker"] in results[victim]["statusDetails"]["message"]
+    assert results[victim]["testCaseId"] == results[other]["testCaseId"], "allure-pytest's id"
+    assert re.search(rf"\| `{re.escape(victim)}` \| Broken \|", (reports / "acceptance.md").read_text())
+    assert not servers_on(lab.host("lab1").address)

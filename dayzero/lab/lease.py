@@ -139,6 +139,30 @@ def release(transport: Transport, lease: Lease) -> None:
     )
 
 
+def held_by(transport: Transport, run_id: str, worker: str, cell_id: str) -> list[Lease]:
+    """The leases one worker of a run holds on a host for a cell, read from their owner files:
+    how a controller finds what a crashed worker left (a slot being reclaimed is skipped)."""
+    host = transport.host
+    base = lease_base(host)
+    out = transport.run(
+        f'for d in {quote(base)}/slot-*; do [ -f "$d/owner.json" ] || continue; '
+        f'printf "%s\\t" "${{d##*/slot-}}"; tr -d "\\n" < "$d/owner.json"; echo; done',
+        timeout=30,
+    ).stdout
+    leases = []
+    for line in out.splitlines():
+        slot, _, owner = line.partition("\t")
+        try:
+            record = json.loads(owner)
+            number = int(slot)
+        except ValueError:
+            continue
+        if (record.get("run_id"), record.get("worker"), record.get("cell")) == (run_id, worker, cell_id):
+            ttl = int(record.get("ttl", DEFAULT_TTL))
+            leases.append(Lease(host, number, run_id, f"{base}/slot-{number}", ttl))
+    return leases
+
+
 def acquire_all(
     candidates: Sequence[Host],
     needed: int,

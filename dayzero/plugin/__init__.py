@@ -1,7 +1,8 @@
 """The pytest plugin (entry point `pytest11: dayzero = "dayzero.plugin"`): cells become test items.
 
 Thin on purpose (labgrid's rule): `hooks` holds options, markers, parametrization and end-of-run
-glue, `fixtures` the run's context and the cell run; everything they do is a library call.
+glue, `fixtures` the run's context and the cell run, `crash` the controller's answer to a worker
+that died mid-cell; everything they do is a library call.
 """
 
 from dayzero.plugin.early import pytest_load_initial_conftests

@@ -14,7 +14,7 @@ from pathlib import Path
 import allure
 import pytest
 
-from dayzero.plugin.hooks import INVENTORY_KEY, LINT_KEY, MATRIX_KEY
+from dayzero.plugin.hooks import INVENTORY_KEY, LINT_KEY, MATRIX_KEY, RUN_ID_KEY
 from dayzero.plugin.options import option_path
 from dayzero.report import allure_cell
 from dayzero.report.nightly import Baseline
@@ -38,17 +38,15 @@ def _terminal(config: pytest.Config, worker: str):
     return show
 
 
-@pytest.fixture(scope="session")
-def dayzero_context(request: pytest.FixtureRequest):
-    config = request.config
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "master")
+def run_context(config: pytest.Config, worker: str) -> RunContext:
+    """The run's context in this process: an xdist worker's, or the controller's own."""
     run_id = (
         os.environ.get("DAYZERO_RUN_ID")
         or getattr(config, "workerinput", {}).get("dayzero_run_id")
-        or new_run_id()
+        or config.stash.setdefault(RUN_ID_KEY, new_run_id())
     )
     reports = option_path(config, "dayzero_reports")
-    ctx = RunContext(
+    return RunContext(
         matrix=config.stash[MATRIX_KEY],
         inventory=config.stash[INVENTORY_KEY],
         reports_dir=reports,
@@ -60,6 +58,11 @@ def dayzero_context(request: pytest.FixtureRequest):
         heartbeat_timeout=config.getoption("dayzero_heartbeat_timeout"),
         say=Progress(progress_log(reports, run_id), worker, _terminal(config, worker)),
     )
+
+
+@pytest.fixture(scope="session")
+def dayzero_context(request: pytest.FixtureRequest):
+    ctx = run_context(request.config, os.environ.get("PYTEST_XDIST_WORKER", "master"))
     yield ctx
     ctx.close()
 

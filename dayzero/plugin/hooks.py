@@ -77,6 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {description}")
     if _runs_suites(config) and not getattr(config.option, "allure_report_dir", None):
         config.option.allure_report_dir = str(option_path(config, "dayzero_reports") / "allure-results")
+    if not hasattr(config, "workerinput") and _runs_suites(config):  # an xdist controller, or no xdist
+        from dayzero.plugin.crash import CrashedCells  # it imports the fixtures, which import us
+
+        config.pluginmanager.register(CrashedCells(config), "dayzero-crashed-cells")
     # SIGTERM unwinds like Ctrl-C so every deployment's `finally` kills its process groups.
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
         signal.signal(signal.SIGTERM, _raise_interrupt)

@@ -29,6 +29,7 @@ from dayzero.checks.speculative import source_for
 from dayzero.clock import now_iso
 from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.lab.deploy import Deployment, run_client
+from dayzero.lab.lease import Lease
 from dayzero.lab.pool import Held, HostPool, NoHost
 from dayzero.lab.preflight import HostFacts
 from dayzero.lab.slurm_pool import SlurmPool
@@ -151,10 +152,15 @@ def lease(ctx: RunContext, cell: Cell, run: CellRun) -> Held:
     return run.held
 
 
+def recipe_for(ctx: RunContext, cell: Cell, leases: list[Lease]) -> Recipe:
+    """The cell's commands on the leased hosts; a lease slot shifts the ports so cells can share a host."""
+    hosts = [replace(x.host, address=network_address(x.host, ctx.inventory)) for x in leases]
+    return render(ctx.matrix, cell, hosts, port_offset=10 * max(x.slot for x in leases))
+
+
 def render_recipe(ctx: RunContext, cell: Cell, held: Held) -> Recipe:
-    """The cell's commands for the held hosts; a lease slot shifts the ports so cells can share a host."""
-    hosts = [replace(h, address=network_address(h, ctx.inventory)) for h in held.hosts]
-    recipe = render(ctx.matrix, cell, hosts, port_offset=10 * max(lease.slot for lease in held.leases))
+    """The cell's commands for the held hosts (`recipe_for`), attached to its Allure result."""
+    recipe = recipe_for(ctx, cell, held.leases)
     allure.attach(
         launch_text(recipe, ctx.inventory.secrets), "rendered commands", allure.attachment_type.TEXT
     )

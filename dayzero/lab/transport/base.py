@@ -148,6 +148,23 @@ class Transport(abc.ABC):
             timeout=30,
         )
 
+    def kill_recorded(self, folder: str, grace: float = 5.0) -> list[int]:
+        """Kill every group started with a log in `folder` (their `.pgid` files) and still alive:
+        the teardown of a deployment whose controller died before its own (a crashed worker).
+        Returns the groups that were alive."""
+        alive = group_alive('"$p"')
+        script = (
+            f'found=; for f in {quote(folder)}/*.pgid; do p=$(cat "$f" 2>/dev/null); '
+            f'case "$p" in ""|*[!0-9]*) continue;; esac; '
+            f'{alive} && {{ kill -TERM -- -"$p" 2>/dev/null; found="$found $p"; }}; done; '
+            f"for i in $(seq {int(grace * 10)}); do left=; "
+            f'for p in $found; do {alive} && left=1; done; [ -z "$left" ] && break; sleep 0.1; done; '
+            f'for p in $found; do kill -KILL -- -"$p" 2>/dev/null; done; echo "KILLED $found"'
+        )
+        out = self.run(script, timeout=grace + 30).stdout
+        line = next((x for x in out.splitlines() if x.startswith("KILLED")), "KILLED")
+        return [int(p) for p in line.split()[1:]]
+
     def alive(self, proc: RemoteProcess) -> bool:
         return self.run(group_alive(proc.pgid), timeout=15).ok
 
