@@ -80,7 +80,7 @@ def reclaim(ctx: RunContext, cell: Cell, worker: str, started: str = "") -> Recl
     if path.exists():
         return Reclaimed(json.loads(path.read_text()), path)
     error = f"xdist worker {worker} crashed while running {cell.id} (no teardown ran); " + (
-        "; ".join(done) or "it held no host yet"
+        "; ".join(done) or f"no lease of it on the inventory's {cell.hardware} hosts"
     )
     ctx.say(error)
     doc = evidence.build(
