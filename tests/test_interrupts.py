@@ -15,11 +15,13 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from dayzero.lab.deploy import Deployment, Started
+from dayzero.lab.lease import acquire_all
 from dayzero.lab.transport.base import group_alive
 from dayzero.lab.transport.local import LocalTransport
 from dayzero.spec.inventory import Host
@@ -110,6 +112,43 @@ def test_watchdog_kills_its_server_when_another_run_reclaims_the_lease(tmp_path)
     finally:
         for pgid in (server.pgid, watchdog.pgid):
             subprocess.run(["kill", "-KILL", "--", f"-{pgid}"], stderr=subprocess.DEVNULL)
+
+
+class InterruptedLeasing(LocalTransport):
+    """Ctrl-C that lands during the lease script: before it runs, or once the host ran it (the
+    slot made ours) but before its answer was read."""
+
+    def __init__(self, host: Host, *, after: bool):
+        super().__init__(host)
+        self.after = after
+
+    def run(self, command: str, *, timeout: float, stdin: bytes | None = None):
+        if "LEASED" not in command:
+            return super().run(command, timeout=timeout, stdin=stdin)
+        if self.after:
+            super().run(command, timeout=timeout, stdin=stdin)
+        raise KeyboardInterrupt
+
+
+def _lease(hosts: list[Host], transports: dict[str, LocalTransport]) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        acquire_all(
+            hosts, len(hosts), lambda h: transports[h.name], run_id="r", cell_id="c", worker="w", wait=5
+        )
+
+
+def test_ctrl_c_once_the_host_made_the_lease_leaves_no_lease(tmp_path):
+    host = _host(tmp_path)
+    _lease([host], {host.name: InterruptedLeasing(host, after=True)})
+    assert not list((tmp_path / "work" / "leases").glob("slot-*")), "a lease nobody holds or touches"
+
+
+def test_ctrl_c_while_leasing_the_second_host_lets_the_first_go(tmp_path):
+    """All or none, also when interrupted: the first host's lease is released at once (it was
+    held until its ttl ran out, with no one running on it)."""
+    first, second = (replace(_host(tmp_path), name=n, workdir=str(tmp_path / n)) for n in ("h1", "h2"))
+    _lease([first, second], {"h1": LocalTransport(first), "h2": InterruptedLeasing(second, after=False)})
+    assert not list((tmp_path / "h1" / "leases").glob("slot-*")), "the first host stays leased"
 
 
 def _run_stub_cell(tmp_path: Path, offset: float | None) -> tuple[int, str, float]:

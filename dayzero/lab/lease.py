@@ -14,6 +14,7 @@ silent controller loses its lease and its servers together.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -120,14 +121,32 @@ def lease_base(host: Host) -> str:
 def try_acquire(transport: Transport, run_id: str, cell_id: str, worker: str, ttl: int = DEFAULT_TTL):
     """One attempt on one host: a Lease, or a string describing who holds every slot."""
     host = transport.host
-    owner = json.dumps({**owner_record(run_id, cell_id, worker), "ttl": int(ttl)})
+    record = owner_record(run_id, cell_id, worker)
+    owner = json.dumps({**record, "ttl": int(ttl)})
     script = _ACQUIRE.format(base=quote(lease_base(host)), slots=host.slots, owner=quote(owner))
-    out = transport.check(script, timeout=30).stdout.strip()
+    try:
+        out = transport.check(script, timeout=30).stdout.strip()
+    except InfrastructureError:
+        raise  # not reached, or no answer from it: a slot it made ours goes stale after the ttl
+    except BaseException:  # Ctrl-C mid-command: the host may have made a slot ours already
+        with contextlib.suppress(InfrastructureError):  # the interrupt is what the caller sees
+            _drop_claim(transport, record["token"])
+        raise
     if out.startswith("LEASED"):
         slot = int(out.split()[1])
         return Lease(host, slot, run_id, f"{lease_base(host)}/slot-{slot}", int(ttl))
     holders = [line for line in out.splitlines()[1:] if line.strip()]
     return "; ".join(holders) or "busy"
+
+
+def _drop_claim(transport: Transport, token: str) -> None:
+    """Remove the slot (if any) whose owner file holds the token of one claim."""
+    base = quote(lease_base(transport.host))
+    transport.run(
+        f'for d in {base}/slot-*; do grep -qF {quote(token)} "$d/owner.json" 2>/dev/null && rm -rf "$d"; '
+        "done; exit 0",
+        timeout=30,
+    )
 
 
 def release(transport: Transport, lease: Lease) -> None:
@@ -182,24 +201,28 @@ def acquire_all(
     while True:
         held: list[Lease] = []
         busy: list[str] = []
-        for host in candidates:
-            if len(held) == needed:
-                break
-            if skip(host):
-                continue
-            try:
-                got = try_acquire(connect(host), run_id, cell_id, worker, ttl)
-            except HostKeyError:  # a person must look at it: waiting would only retry it for hours
-                for lease in held:
+        try:
+            for host in candidates:
+                if len(held) == needed:
+                    break
+                if skip(host):
+                    continue
+                try:
+                    got = try_acquire(connect(host), run_id, cell_id, worker, ttl)
+                except HostKeyError:  # a person must look at it: waiting would only retry it for hours
+                    raise
+                except InfrastructureError as exc:
+                    busy.append(f"{host.name}: unreachable ({exc})")
+                    continue
+                if isinstance(got, Lease):
+                    held.append(got)
+                else:
+                    busy.append(f"{host.name}: {got}")
+        except BaseException:  # a host key to verify, Ctrl-C: all or none still, nothing is kept
+            for lease in held:
+                with contextlib.suppress(InfrastructureError):
                     release(connect(lease.host), lease)
-                raise
-            except InfrastructureError as exc:
-                busy.append(f"{host.name}: unreachable ({exc})")
-                continue
-            if isinstance(got, Lease):
-                held.append(got)
-            else:
-                busy.append(f"{host.name}: {got}")
+            raise
         if len(held) == needed:
             return held
         for lease in held:  # all or none: never wait while holding a host

@@ -120,8 +120,9 @@ class HostPool:
                 skip=lambda h: h.name in self.quarantined(),
                 ttl=int(self.ttl),
             )
-            held = Held(leases, LeaseKeeper(leases, self.transport).__enter__(), acquired="")
+            held = Held(leases, LeaseKeeper(leases, self.transport), acquired="")
             try:
+                held.keeper.__enter__()
                 unfit = [
                     (lease.host, facts)
                     for lease in leases
