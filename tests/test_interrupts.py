@@ -96,6 +96,33 @@ def test_ctrl_c_during_teardown_still_kills_server_and_watchdog(tmp_path):
             subprocess.run(["kill", "-KILL", "--", f"-{pgid}"], stderr=subprocess.DEVNULL)
 
 
+class WatchInterrupted(LocalTransport):
+    """Ctrl-C that lands once the host started a watchdog, before its pid came back."""
+
+    def watch(self, proc, heartbeat: str, timeout: float):
+        super().watch(proc, heartbeat, timeout)
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_a_watchdog_starts_leaves_no_watchdog(tmp_path):
+    """The sweep across two hosts found it: a watchdog whose start was interrupted was known to
+    no teardown (it ended by itself only once it found its server gone)."""
+    transport = WatchInterrupted(_host(tmp_path))
+    heartbeat = tmp_path / "owner.json"
+    heartbeat.write_text("{}")
+    launch = Launch("server", 0, "local", "127.0.0.1", 1, ("sleep", "600"), (), True)
+    dep = Deployment(None, {"local": transport}, "run", heartbeats={"local": str(heartbeat)})  # type: ignore[arg-type]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            dep._start_one(launch)
+        assert [s.launch for s in dep.started] == [launch], "the server is tracked: the teardown kills it"
+        assert not processes_matching(str(heartbeat)), "a watchdog that no teardown knows of"
+    finally:
+        dep.stop()
+        for line in processes_matching(str(heartbeat)):
+            subprocess.run(["kill", "-KILL", line.split()[0]])
+
+
 def test_watchdog_kills_its_server_when_another_run_reclaims_the_lease(tmp_path):
     """A stale lease reclaimed by a new run is fresh again (the new keeper touches it): the old
     server must die then, not hold the port until the new run fails with "port in use"."""

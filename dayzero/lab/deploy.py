@@ -25,6 +25,7 @@ from pathlib import Path
 
 from dayzero.errors import CommandTimeout, DeploymentError, InfrastructureError
 from dayzero.lab.transport import RemoteProcess, Transport
+from dayzero.lab.transport.base import watchdog_log
 from dayzero.loadgen import client_source
 from dayzero.spec.recipe import HTTP, TCP, Launch, Recipe
 from dayzero.spec.shell import quote
@@ -143,7 +144,12 @@ class Deployment:
             raise
         self.started.append(Started(launch, process))  # tracked before anything else can fail
         if launch.host in self.heartbeats:
-            watchdog = transport.watch(process, self.heartbeats[launch.host], self.heartbeat_timeout)
+            try:
+                watchdog = transport.watch(process, self.heartbeats[launch.host], self.heartbeat_timeout)
+            except BaseException:  # interrupted after the host forked it: its pidfile names it
+                log_path = watchdog_log(self.log_path(launch))
+                self._best_effort(lambda: transport.kill_unrecorded(log_path))  # noqa: B023 - called now
+                raise
             self.started[-1] = Started(launch, process, watchdog)
         self.on_event(f"started {launch.role}[{launch.rank}] on {launch.host} (pgid {process.pgid})")
 

@@ -43,6 +43,11 @@ def watch_loop(pgid: int | str, heartbeat: str, timeout: float) -> str:
     )
 
 
+def watchdog_log(log_path: str) -> str:
+    """Where the watchdog of the process logging to `log_path` keeps its pid (it logs nothing)."""
+    return f"{log_path}.watchdog"
+
+
 @dataclass(frozen=True)
 class CommandResult:
     command: str
@@ -135,7 +140,8 @@ class Transport(abc.ABC):
     def watch(self, proc: RemoteProcess, heartbeat: str, timeout: float) -> RemoteProcess:
         """Start a dead man's switch on the host (`watch_loop`) over the process group."""
         loop = watch_loop(proc.pgid, heartbeat, timeout)
-        wrapper = f"setsid bash -c {quote(loop)} > /dev/null 2>&1 < /dev/null & echo $!"
+        pidfile = quote(watchdog_log(proc.log_path) + ".pgid")  # found by kill_unrecorded, kill_recorded
+        wrapper = f"setsid bash -c {quote(loop)} > /dev/null 2>&1 < /dev/null & echo $! > {pidfile}; echo $!"
         result = self.check(wrapper, timeout=30)
         return RemoteProcess(self.host.name, int(result.stdout.split()[-1]), "")
 
