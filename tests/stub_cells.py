@@ -56,6 +56,20 @@ def stub_card(*, model: str = "stubby", env: dict | None = None, echo_env: bool 
     }
 
 
+def stub_pair_card(*, model: str = "pair", port: int = STUB_PORT) -> dict:
+    """A cell across two hosts whose phases take seconds: a stub worker on one host, started and
+    ready first, then the stub endpoint on the other (mode `paired`, each bound to its host)."""
+    card = stub_card(model=model)
+    card["engine"]["bind"] = "{host}"
+    serve = card["recipe"]["command"]
+    card["recipe"]["command"] = [*serve[:3], "--host", "{bind}", *serve[3:]]
+    card["recipe"]["port"] = port
+    roles = {"worker": {}, "server": {"endpoint": True}}
+    card["modes"] = {"paired": {"concurrency": 1, "args": [], "roles": roles}}
+    card["cells"] = [{"hardware": ["cpu"], "modes": ["paired"], "strategies": ["baseline"]}]
+    return card
+
+
 def stub_matrix(root: Path, card: dict) -> Path:
     mdir = root / "matrix"
     (mdir / "models").mkdir(parents=True, exist_ok=True)

@@ -9,11 +9,8 @@ sweep at the end sends SIGINT to a real pytest run at many offsets across a cell
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +24,8 @@ from dayzero.lab.transport.local import LocalTransport
 from dayzero.spec.inventory import Host
 from dayzero.spec.recipe import Launch
 
-from .conftest import REPO, processes_matching
+from .conftest import processes_matching
+from .interrupt_sweep import assert_ended_interrupted, run_interrupted
 from .stub_cells import stub_card, stub_inventory, stub_matrix
 
 
@@ -178,45 +176,16 @@ def test_ctrl_c_while_leasing_the_second_host_lets_the_first_go(tmp_path):
     assert not list((tmp_path / "h1" / "leases").glob("slot-*")), "the first host stays leased"
 
 
-def _run_stub_cell(tmp_path: Path, offset: float | None) -> tuple[int, str, float]:
-    """One pytest run of one stub cell; SIGINT to its process group `offset` s after the lease."""
-    reports = tmp_path / "reports"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:randomly",
-            "-m",
-            "low_latency",
-            f"--matrix={tmp_path / 'matrix'}",
-            f"--hosts={tmp_path / 'hosts.yaml'}",
-            f"--reports={reports}",
-            "--heartbeat-timeout=5",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
-    )
-    sent = float("inf")
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if offset is not None and "leased" in line:
-                time.sleep(offset)
-                sent = time.time()
-                os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
-                break
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode, out, sent
+def _stub_run(root: Path) -> list[str]:
+    """pytest's arguments for one run of the one stub cell under `root`."""
+    return [
+        "-m",
+        "low_latency",
+        f"--matrix={root / 'matrix'}",
+        f"--hosts={root / 'hosts.yaml'}",
+        f"--reports={root / 'reports'}",
+        "--heartbeat-timeout=5",
+    ]
 
 
 def test_sigint_at_any_instant_ends_the_run_interrupted(tmp_path):
@@ -228,7 +197,7 @@ def test_sigint_at_any_instant_ends_the_run_interrupted(tmp_path):
     stub_matrix(tmp_path, card)
     stub_inventory(tmp_path, ttft=0.05, slots=1)
     t0 = time.monotonic()
-    code, out, _ = _run_stub_cell(tmp_path, None)
+    code, out, _ = run_interrupted(_stub_run(tmp_path), None)
     assert code == 0, out[-3000:]
     whole = time.monotonic() - t0
     offsets = [round(whole * k / 12, 2) for k in range(12)]
@@ -237,19 +206,8 @@ def test_sigint_at_any_instant_ends_the_run_interrupted(tmp_path):
         root.mkdir()
         stub_matrix(root, card)
         stub_inventory(root, ttft=0.05, slots=1)
-        code, out, sent = _run_stub_cell(root, offset)
-        docs = [json.loads(p.read_text()) for p in (root / "reports" / "evidence").glob("*.json")]
-        finished = [d for d in docs if d["verdict"] == "passed"]
-        ended_before = all(
-            time.mktime(time.strptime(d["run"]["finished"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone <= sent
-            for d in finished
-        )
-        # 2: pytest's own "interrupted"; -SIGINT / 130: the interrupt landed in pytest's own
-        # start-up or shutdown code, outside the session, and the process died of it: interrupted too.
-        assert code in (2, -signal.SIGINT, 130) or (code == 0 and finished and ended_before), (
-            f"SIGINT {offset}s after the lease: exit {code}\n{out[-3000:]}"
-        )
-        assert not [d for d in docs if d["verdict"] == "failed"], f"SIGINT at {offset}s: cell failed"
+        code, out, sent = run_interrupted(_stub_run(root), offset)
+        assert_ended_interrupted(root / "reports", code, out, sent, f"{offset}s after the lease")
         left = processes_matching(str(root)) + processes_matching(f"--port {port} ")
         assert not left, f"SIGINT at {offset}s left processes behind: {left}"
         assert not list((root / "work" / "leases").glob("slot-*")), f"SIGINT at {offset}s left a lease"

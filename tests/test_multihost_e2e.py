@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -28,6 +29,8 @@ from dayzero.spec.matrix import load_matrix
 from devlab import testbed
 
 from .conftest import REPO, needs_engine, processes_matching
+from .interrupt_sweep import assert_ended_interrupted, run_interrupted
+from .stub_cells import stub_matrix, stub_pair_card
 
 pytestmark = [pytest.mark.e2e, needs_engine]
 RPC = "smollm2-135m/cpu/rpc_split/baseline"
@@ -361,3 +364,62 @@ def test_sshd_of_the_second_host_stopped_mid_cell_is_broken_and_its_watchdog_cle
                 subprocess.run(["rm", "-rf", str(slot)], check=True)
         else:
             assert not leases, "the reachable host's lease is released"
+
+
+# How far a two-host stub cell got, from what it printed (its teardown prints on every path):
+# leased both hosts, started the first wave (the worker), the second (the endpoint), ready, one
+# load run measured, passed.
+PHASES = ("leased", "started worker[0]", "started server[0]", "ready after", " run 1/", "1 passed")
+
+
+def test_sigint_at_any_instant_of_a_cell_across_two_hosts_ends_the_run_interrupted(bed, tmp_path):
+    """Sweep a terminal's Ctrl-C across a two-host stub cell: leasing and preflighting both hosts,
+    the first wave (the worker on one host), the second (the endpoint on the other), readiness,
+    load, the teardown on each host, evidence. Whatever the instant, the run ends interrupted, the
+    cell is never reported failed, and no process, lease or watchdog is left on any host."""
+    port = random.randint(20000, 29000)  # ours alone
+    card = stub_pair_card(model="sweep2", port=port)
+    data = yaml.safe_load(inventory(bed).read_text())
+    for host in data["hosts"].values():
+        host.setdefault("vars", {})["ttft"] = "0.05"
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text(yaml.safe_dump(data))
+
+    def run(name: str, offset: float | None, after: str = "leased") -> Path:
+        root = tmp_path / name
+        stub_matrix(root, card)
+        args = [
+            "-m",
+            "paired",
+            f"--matrix={root / 'matrix'}",
+            f"--hosts={inv}",
+            f"--reports={root / 'reports'}",
+        ]
+        code, out, sent = run_interrupted([*args, "--heartbeat-timeout=60"], offset, after=after)
+        when = "never" if offset is None else f"{offset}s after {after or 'the start'}"
+        if offset is None:
+            assert code == 0, out[-3000:]
+        assert_ended_interrupted(root / "reports", code, out, sent, when)
+        left = left_on(bed) + processes_matching(f"--port {port} ")
+        assert not left, f"SIGINT {when} left on the hosts: {left}\n{out[-3000:]}"
+        reached[when] = next((p for p in reversed(PHASES) if p in out), "leasing")
+        return root
+
+    reached: dict[str, str] = {}
+
+    t0 = time.time()
+    (doc,) = evidence(run("whole", None) / "reports").values()
+    assert len(doc["hosts"]) == 2
+    leased = datetime.fromisoformat(doc["hosts"][0]["lease"]["acquired"]).timestamp() - t0
+    rest = time.time() - t0 - leased
+    # from the start: leasing and preflight of each host; after "leased": everything else
+    for offset in sorted({round(max(0.0, leased + d), 2) for d in (-0.4, -0.25, -0.15, -0.1, -0.05, -0.02)}):
+        run(f"start-{offset}", offset, after="")
+    # after "leased": densely across the two waves (a few tenths of a second), then across probes,
+    # load and the teardown on each host
+    fine = [k * 0.04 for k in range(12)]
+    coarse = [rest * k / 12 for k in range(2, 12)] + [rest - d for d in (0.4, 0.2, 0.1)]
+    for offset in sorted({round(max(0.0, x), 2) for x in fine + coarse}):
+        run(f"leased-{offset}", offset)
+    print("the phase each SIGINT reached:", reached)
+    assert len(set(reached.values())) >= 5, f"the sweep covers few of the cell's phases: {reached}"
