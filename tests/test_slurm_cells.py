@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -279,6 +280,19 @@ def test_slurmctld_killed_mid_cell_breaks_the_cell_and_leaves_no_engine(bed, tmp
         if ghosts := [line.split()[0] for line in _squeue(bed)]:
             subprocess.run(["scancel", *ghosts], env=bed.env)
         _nothing_left(bed, timeout=60)
+        _wait_until(_nodes_back(bed), "every node answering the restarted slurmctld", 60)
+
+
+def _nodes_back(bed):
+    """After a restart slurmctld knows its nodes as unknown until each slurmd registers again."""
+
+    def ready() -> bool:
+        argv = ["sinfo", "-h", "-N", "-o", "%N %T"]
+        out = subprocess.run(argv, env=bed.env, capture_output=True, text=True)
+        states = [line.split()[1] for line in out.stdout.splitlines() if len(line.split()) == 2]
+        return bool(states) and not any(re.search(r"unk|down|drain|fail|\*", st) for st in states)
+
+    return ready
 
 
 def test_allocation_never_granted_within_lease_wait_breaks_the_cell(bed, tmp_path):

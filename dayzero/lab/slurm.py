@@ -313,10 +313,15 @@ def submit_argv(
     return [*argv, "--wrap", f"exec sleep {time_limit_seconds(cluster.time_limit)}"]
 
 
+def nodes_of_kind(cluster: SlurmCluster, hw: SlurmHardware, nodes: tuple[NodeState, ...]) -> list[NodeState]:
+    """Nodes of the hardware's partition and gres, whatever their state."""
+    partition = hw.partition or cluster.partition
+    return [n for n in nodes if partition in n.partitions and (not hw.gres_type or n.kind == hw.hardware)]
+
+
 def usable_nodes(cluster: SlurmCluster, hw: SlurmHardware, nodes: tuple[NodeState, ...]) -> list[NodeState]:
     """Nodes of the hardware's partition and gres that are not down, drained, failed or unknown."""
-    partition = hw.partition or cluster.partition
-    fits = [n for n in nodes if partition in n.partitions and (not hw.gres_type or n.kind == hw.hardware)]
+    fits = nodes_of_kind(cluster, hw, nodes)
     return [n for n in fits if not re.match(r"(down|drain|fail|inval|unk)", n.state)]
 
 
@@ -334,7 +339,7 @@ def check_lines(cluster: SlurmCluster, nodes: tuple[NodeState, ...]) -> tuple[li
         lines.append(f"{n.name:<16} {n.state:<10} {kind:<8} gres {gres}  partitions {parts}")
     for hw in cluster.hardware:
         partition = hw.partition or cluster.partition
-        fits = [n for n in nodes if partition in n.partitions and (not hw.gres_type or n.kind == hw.hardware)]
+        fits = nodes_of_kind(cluster, hw, nodes)
         up = usable_nodes(cluster, hw, nodes)
         asked = hw.gres or "no gres"
         lines.append(f"{hw.hardware}: {len(up)} of {len(fits)} node(s) usable in {partition} ({asked})")

@@ -25,7 +25,16 @@ from dayzero.errors import InfrastructureError
 from dayzero.lab.lease import Lease, LeaseKeeper, acquire_all, release
 from dayzero.lab.pool import Held, HostPool, NoHost
 from dayzero.lab.preflight import HostFacts, gather
-from dayzero.lab.slurm import TRANSPORT, Allocation, Slurm, job_name, jobs_dir, node_host, usable_nodes
+from dayzero.lab.slurm import (
+    TRANSPORT,
+    Allocation,
+    Slurm,
+    job_name,
+    jobs_dir,
+    node_host,
+    nodes_of_kind,
+    usable_nodes,
+)
 from dayzero.lab.transport import RemoteProcess, Transport, open_transport
 from dayzero.lab.transport.base import CommandResult
 from dayzero.spec.inventory import Host, SlurmCluster, SlurmHardware
@@ -185,12 +194,14 @@ class SlurmPool:
     # -- HostPool's interface -----------------------------------------------------------------
 
     def candidates(self, hardware: str) -> tuple[Host, ...]:
-        """The cluster's usable nodes of the hardware (its partition and gres, not down), as
-        hosts: a cell needing more nodes than the cluster has is skipped, not queued forever."""
+        """The cluster's nodes of the hardware (its partition and gres), as hosts: a cell needing
+        more nodes than the cluster has is skipped, not queued forever. Their state is not asked:
+        a node down, drained or unknown for now (just after slurmctld restarted) is a lab fault
+        the cell meets in the queue (broken after --lease-wait), never a reason to skip it."""
         if self.serves(hardware):
             kind = self.cluster.for_hardware(hardware)
             return tuple(
-                self._node_host(n.name, kind) for n in usable_nodes(self.cluster, kind, self.slurm.nodes())
+                self._node_host(n.name, kind) for n in nodes_of_kind(self.cluster, kind, self.slurm.nodes())
             )
         try:
             return self.hosts.candidates(hardware)
