@@ -85,3 +85,29 @@ def test_no_host_of_the_hardware_skips_the_cell(pool):
     with pytest.raises(NoHost, match="'b300'"):
         p.candidates("b300")
     p.release(None)  # nothing held: nothing to do
+
+
+@pytest.mark.parametrize("interrupts", [1, 2])
+def test_a_ctrl_c_while_leases_are_released_still_releases_every_lease(pool, interrupts):
+    """A Ctrl-C that lands while the first host's lease is being removed (before its command
+    ran) must not leave that lease, nor the second host's, for a whole ttl: every lease is tried,
+    the interrupted one once more, then the interrupt goes on. A second Ctrl-C on the same host
+    gives that host up (its lease goes stale), never the others. (CI, two SSH hosts: SIGINT
+    during the release of the first left the second's lease.)"""
+    p, _ = pool(2)
+    held = p.acquire("m/cpu/low/base", CPU, 2, "sh", "")
+    first = p.transport(held.hosts[0])
+    run, calls = first.run, []
+
+    def interrupted_run(command, **kw):
+        calls.append(command)
+        if len(calls) <= interrupts:
+            raise KeyboardInterrupt
+        return run(command, **kw)
+
+    first.run = interrupted_run
+    with pytest.raises(KeyboardInterrupt):
+        p.release(held)
+    assert len(calls) == 2
+    assert leased(p) == (["slot-0"] if interrupts == 2 else []), "h1's lease is released whatever"
+    assert not held.keeper._thread.is_alive()

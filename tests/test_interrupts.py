@@ -9,8 +9,10 @@ sweep at the end sends SIGINT to a real pytest run at many offsets across a cell
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +26,7 @@ from dayzero.lab.transport.local import LocalTransport
 from dayzero.spec.inventory import Host
 from dayzero.spec.recipe import Launch
 
-from .conftest import processes_matching
+from .conftest import REPO, processes_matching
 from .interrupt_sweep import assert_ended_interrupted, run_interrupted
 from .stub_cells import stub_card, stub_inventory, stub_matrix
 
@@ -211,3 +213,50 @@ def test_sigint_at_any_instant_ends_the_run_interrupted(tmp_path):
         left = processes_matching(str(root)) + processes_matching(f"--port {port} ")
         assert not left, f"SIGINT at {offset}s left processes behind: {left}"
         assert not list((root / "work" / "leases").glob("slot-*")), f"SIGINT at {offset}s left a lease"
+
+
+SWALLOWS = """
+import os, signal, time
+import dayzero.plugin.fixtures as fixtures
+
+real = fixtures.run_cell
+
+
+class Swallows:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)  # the handler runs in here: its KeyboardInterrupt is "ignored"
+
+
+def run_cell(*args, **kwargs):
+    outcome = real(*args, **kwargs)
+    Swallows()  # collected at once
+    return outcome
+
+
+fixtures.run_cell = run_cell
+"""
+
+
+def test_a_ctrl_c_python_swallows_still_ends_the_run_interrupted(tmp_path):
+    """A KeyboardInterrupt raised inside a `__del__` or a weakref callback is only printed and lost
+    (the two-host sweep: SIGINT as the cell started, the run went on and exited 0). Injected here:
+    a Ctrl-C that lands in a finaliser during a real stub cell. The run must still end interrupted."""
+    card = stub_card(model="swallowed")
+    card["recipe"]["port"] = random.randint(20000, 29000)
+    stub_matrix(tmp_path, card)
+    stub_inventory(tmp_path, ttft=0.05, slots=1)
+    (tmp_path / "swallow_plugin.py").write_text(SWALLOWS)
+    plugin = ["-p", "no:randomly", "-p", "swallow_plugin"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *plugin, *_stub_run(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert "Exception ignored" in out, f"the interrupt was not swallowed where it landed\n{out[-3000:]}"
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert not list((tmp_path / "work" / "leases").glob("slot-*"))

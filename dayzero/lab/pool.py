@@ -8,7 +8,7 @@ the run's folder, so every xdist worker of the run skips it) and another host is
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +19,26 @@ from dayzero.lab.preflight import HostFacts, gather
 from dayzero.lab.transport import Transport, open_transport
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Hardware
+
+
+def let_go_all(steps: Sequence[tuple[str, Callable[[], None]]], say: Callable[[str], None]) -> None:
+    """Run every step of letting a cell's hosts go, whatever lands mid-way. A host that cannot
+    be reached is reported (its lease goes stale after the ttl); an interrupt (Ctrl-C, SIGTERM)
+    is held until every step has been tried, the interrupted one once more (its command may never
+    have run), then re-raised: a lease left behind keeps the host from the next run for a ttl."""
+    interrupted: BaseException | None = None
+    for what, step in steps:
+        for _ in range(2):
+            try:
+                step()
+            except InfrastructureError as exc:
+                say(f"could not {what}: {exc}")
+            except BaseException as exc:  # noqa: BLE001 - re-raised once every step is tried
+                interrupted = interrupted or exc
+                continue
+            break
+    if interrupted is not None:
+        raise interrupted
 
 
 class NoHost(Exception):  # noqa: N818 - a reason to skip, not an error
@@ -146,19 +166,16 @@ class HostPool:
                 )
 
     def _let_go(self, held: Held) -> None:
-        held.keeper.stop()
-        for lease in held.leases:
-            release(self.transport(lease.host), lease)
+        """Stop touching and remove every lease (`let_go_all`)."""
+        steps = [("stop touching the leases", held.keeper.stop)] + [
+            (f"release lease on {lease.host.name}", lambda one=lease: release(self.transport(one.host), one))
+            for lease in held.leases
+        ]
+        let_go_all(steps, self.say)
 
     def release(self, held: Held | None) -> None:
-        """Stop touching and remove the leases; never raises for a host that cannot be reached
-        (its lease goes stale after the ttl)."""
+        """Stop touching and remove the leases (`_let_go`), noting when they were let go."""
         if held is None:
             return
-        held.keeper.stop()
         held.released = now_iso("milliseconds")  # a moment before the leases are let go
-        for lease in held.leases:
-            try:
-                release(self.transport(lease.host), lease)
-            except InfrastructureError as exc:
-                self.say(f"could not release lease on {lease.host.name}: {exc}")
+        self._let_go(held)

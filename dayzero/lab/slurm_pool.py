@@ -23,7 +23,7 @@ from pathlib import Path
 from dayzero.clock import now_iso
 from dayzero.errors import InfrastructureError
 from dayzero.lab.lease import Lease, LeaseKeeper, acquire_all, release
-from dayzero.lab.pool import Held, HostPool, NoHost
+from dayzero.lab.pool import Held, HostPool, NoHost, let_go_all
 from dayzero.lab.preflight import HostFacts, gather
 from dayzero.lab.slurm import (
     TRANSPORT,
@@ -252,12 +252,14 @@ class SlurmPool:
             self.hosts.release(held)
             return
         held.released = now_iso("milliseconds")
-        self._end_job(held)
-        held.keeper.stop()
-        try:
-            release(self.slurm.transport, held.slot)
-        except InfrastructureError as exc:
-            self.hosts.say(f"could not release slurm job slot {held.slot.slot}: {exc}")
+        let_go_all(
+            [
+                (f"cancel slurm job {held.job_id}", lambda: self._end_job(held)),
+                ("stop touching the slurm job slot", held.keeper.stop),
+                (f"release job slot {held.slot.slot}", lambda: release(self.slurm.transport, held.slot)),
+            ],
+            self.hosts.say,
+        )
 
     # -- quarantine (nodes, beside the host pool's hosts) ----------------------------------------
 

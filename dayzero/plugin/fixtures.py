@@ -14,6 +14,7 @@ from pathlib import Path
 import allure
 import pytest
 
+from dayzero.plugin import signals
 from dayzero.plugin.hooks import INVENTORY_KEY, LINT_KEY, MATRIX_KEY, RUN_ID_KEY
 from dayzero.plugin.options import option_path
 from dayzero.report import allure_cell
@@ -99,11 +100,13 @@ def run_cell_checked(
             candidate_hosts(dayzero_context, cell)
         except NoHost as exc:
             pytest.skip(str(exc))
+        since = signals.received()
         try:
             outcome = run_cell(dayzero_context, cell)
         except Exception:
             allure_cell.label_failure(allure_cell.INFRASTRUCTURE)
             raise
+        signals.raise_if_swallowed(since)
         if outcome.error:
             allure_cell.label_failure(allure_cell.CORRECTNESS)
             pytest.fail(outcome.error, pytrace=False)

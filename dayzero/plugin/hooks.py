@@ -8,13 +8,13 @@ registered for every name in the matrix, so `pytest -m b300` works under `--stri
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 
 import pytest
 
 from dayzero.clock import now_iso
 from dayzero.errors import ConfigError
+from dayzero.plugin import signals
 from dayzero.plugin.options import DEFAULTS, OPTIONS, option_path
 from dayzero.report import allure_env
 from dayzero.report.acceptance import write_acceptance
@@ -81,13 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from dayzero.plugin.crash import CrashedCells  # it imports the fixtures, which import us
 
         config.pluginmanager.register(CrashedCells(config), "dayzero-crashed-cells")
-    # SIGTERM unwinds like Ctrl-C so every deployment's `finally` kills its process groups.
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+    signals.install()
 
 
 def cell_param(cell: Cell, marks_by_name: dict[str, pytest.MarkDecorator] | None = None):
@@ -165,6 +159,7 @@ def pytest_configure_node(node) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The controller writes the acceptance table and the run's Allure extras (xdist workers do not)."""
+    signals.mark_interrupted(session)
     config = session.config
     skip = config.getoption("dayzero_dry_run") or config.option.collectonly
     if hasattr(config, "workerinput") or skip or MATRIX_KEY not in config.stash or not _runs_suites(config):

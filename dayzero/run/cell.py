@@ -396,8 +396,10 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
         run.verdict, run.error = "broken", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        ctx.pool.release(run.held)
-        path = write_evidence(ctx, cell, run, record_goldens)
+        try:
+            ctx.pool.release(run.held)  # holds a Ctrl-C until every lease is let go, then raises it
+        finally:
+            path = write_evidence(ctx, cell, run, record_goldens)
     return CellOutcome(cell, run.checks, run.verdict, path, run.error)
 
 
