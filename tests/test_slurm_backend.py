@@ -139,3 +139,22 @@ def test_dayzero_hosts_check_on_a_slurm_inventory(slurm_bed, tmp_path):  # noqa:
     broken.write_text(slurm_bed.inventory.read_text().replace("partition: debug", "partition: gpu"))
     out = subprocess.run([*cli, str(broken)], capture_output=True, text=True)
     assert out.returncode == 1 and "partition 'gpu' not found" in out.stdout, out.stdout + out.stderr
+
+
+def test_the_login_watchdog_leaves_alone_a_job_that_took_its_jobs_id(slurm, slurm_bed, tmp_path):  # noqa: F811
+    """A job purged by a slurmctld crash gives its id to the next job submitted. The purged job's
+    watchdog (its heartbeat gone: it would scancel) must not cancel the newcomer: it sees another
+    name behind the id and ends. Given the job's own name, the same watchdog cancels it."""
+    gone = str(tmp_path / "no-heartbeat.json")
+    with slurm.allocation(GPU, 1, "dayzero:test:newcomer", wait=30) as alloc:
+        dog = slurm.watchdog(alloc.job_id, "dayzero:test:purged", gone, 60, str(tmp_path / "purged.log"))
+        deadline = time.monotonic() + 20
+        while slurm.transport.alive(dog):
+            assert time.monotonic() < deadline, "the purged job's watchdog still runs"
+            time.sleep(0.2)
+        assert _squeue(slurm_bed) == [alloc.job_id], slurm.transport.tail(dog.log_path)
+        own = slurm.watchdog(alloc.job_id, alloc.name, gone, 60, str(tmp_path / "own.log"))
+        deadline = time.monotonic() + 30
+        while _squeue(slurm_bed):
+            assert time.monotonic() < deadline, slurm.transport.tail(own.log_path)
+            time.sleep(0.5)

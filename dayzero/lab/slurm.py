@@ -166,11 +166,15 @@ class Slurm:
         out = self.run(["sinfo", "-h", "-N", "-o", "%N|%o"])
         return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
 
-    def watchdog(self, job_id: str, heartbeat: str, timeout: float, log_path: str) -> RemoteProcess:
+    def watchdog(
+        self, job_id: str, name: str, heartbeat: str, timeout: float, log_path: str
+    ) -> RemoteProcess:
         """A dead man's switch on the login host: `scancel` the job, again until it has left the
         queue, once `heartbeat` goes untouched for `timeout` seconds, disappears or changes
         owner (the controller died or let go without cancelling: a dead controller never
-        cancels). Ends by itself when the job has left the queue, or past the job's time limit."""
+        cancels). Ends by itself when the job has left the queue, when its id names a job of
+        another `name` (a job purged by a slurmctld crash gives its id to the next one), or past
+        the job's time limit."""
         hb, job = quote(heartbeat), quote(job_id)
         give_up = int(time_limit_seconds(self.cluster.time_limit) + 600)
         ended = ("CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED")
@@ -178,8 +182,9 @@ class Slurm:
         loop = (
             f"own=$(cksum < {hb} 2>/dev/null); end=$(( $(date +%s) + {give_up} )); "
             f"while [ $(date +%s) -lt $end ]; do "
-            f"st=$(squeue -h -j {job} -o %T 2>&1); rc=$?; "
+            f"st=$(squeue -h -j {job} -o '%T|%j' 2>&1); rc=$?; "
             f'case "$rc:$st" in {gone}) exit 0;; esac; '
+            f'[ $rc = 0 ] && [ "${{st#*|}}" != {quote(name)} ] && exit 0; '
             f"age=$(( $(date +%s) - $(stat -c %Y {hb} 2>/dev/null || echo 0) )); "
             f'if [ $age -gt {int(timeout)} ] || [ "$(cksum < {hb} 2>/dev/null)" != "$own" ]; then '
             f'echo "$(date -u +%FT%TZ) heartbeat stale or gone: scancel {job}"; scancel {job}; fi; '

@@ -316,7 +316,7 @@ class SlurmPool:
         but = f", excluding {','.join(exclude)}" if exclude else ""
         say(f"{cell_id}: slurm job {held.job_id} submitted: {needed} node(s), {kind.gres or 'no gres'}{but}")
         log = f"{self._jobs_dir()}/{held.job_id}.watchdog.log"
-        held.watchdog = slurm.watchdog(held.job_id, held.slot.heartbeat, self.hosts.ttl, log)
+        held.watchdog = slurm.watchdog(held.job_id, name, held.slot.heartbeat, self.hosts.ttl, log)
 
         def on_state(state: str, reason: str) -> None:
             say(f"{cell_id}: slurm job {held.job_id} {state or 'gone'} ({reason or '-'})")
