@@ -146,15 +146,22 @@ def test_the_login_watchdog_leaves_alone_a_job_that_took_its_jobs_id(slurm, slur
     watchdog (its heartbeat gone: it would scancel) must not cancel the newcomer: it sees another
     name behind the id and ends. Given the job's own name, the same watchdog cancels it."""
     gone = str(tmp_path / "no-heartbeat.json")
-    with slurm.allocation(GPU, 1, "dayzero:test:newcomer", wait=30) as alloc:
-        dog = slurm.watchdog(alloc.job_id, "dayzero:test:purged", gone, 60, str(tmp_path / "purged.log"))
-        deadline = time.monotonic() + 20
-        while slurm.transport.alive(dog):
-            assert time.monotonic() < deadline, "the purged job's watchdog still runs"
-            time.sleep(0.2)
-        assert _squeue(slurm_bed) == [alloc.job_id], slurm.transport.tail(dog.log_path)
-        own = slurm.watchdog(alloc.job_id, alloc.name, gone, 60, str(tmp_path / "own.log"))
-        deadline = time.monotonic() + 30
-        while _squeue(slurm_bed):
-            assert time.monotonic() < deadline, slurm.transport.tail(own.log_path)
-            time.sleep(0.5)
+    dogs = []
+    try:
+        with slurm.allocation(GPU, 1, "dayzero:test:newcomer", wait=30) as alloc:
+            dog = slurm.watchdog(alloc.job_id, "dayzero:test:purged", gone, 60, str(tmp_path / "purged.log"))
+            dogs.append(dog)
+            deadline = time.monotonic() + 20
+            while slurm.transport.alive(dog):
+                assert time.monotonic() < deadline, "the purged job's watchdog still runs"
+                time.sleep(0.2)
+            assert _squeue(slurm_bed) == [alloc.job_id], slurm.transport.tail(dog.log_path)
+            own = slurm.watchdog(alloc.job_id, alloc.name, gone, 60, str(tmp_path / "own.log"))
+            dogs.append(own)
+            deadline = time.monotonic() + 30
+            while _squeue(slurm_bed):
+                assert time.monotonic() < deadline, slurm.transport.tail(own.log_path)
+                time.sleep(0.5)
+    finally:  # a watchdog polls until it sees its job gone: not past this test (the bed may stop first)
+        for each in dogs:
+            slurm.transport.kill(each, grace=0)
