@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dayzero.lab.cache import model_path, server_binary
+from dayzero.lab.cache import engines_venv, model_path, server_binary
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))  # devlab: testbed, stub engine, browser (not installed)
@@ -55,7 +55,7 @@ def local_inventory(tmp_path: Path):
             "hardware": "cpu",
             "accelerators": 1,
             "workdir": str(tmp_path / "work"),
-            "engine_setup": f'export PATH="{server_binary().parent}:$PATH"',
+            "engine_setup": f'export PATH="{server_binary().parent}:{engines_venv() / "bin"}:$PATH"',
             "vars": {"model_root": str(model_path().parent)},
         }
         host.update(fields)

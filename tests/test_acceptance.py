@@ -14,10 +14,10 @@ from dayzero.spec.matrix import load_matrix
 from dayzero.spec.recipe import digest
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-LL_BASE = "smollm2-135m/cpu/low_latency/baseline"
-LL_NGRAM = "smollm2-135m/cpu/low_latency/ngram_spec"
-HT_BASE = "smollm2-135m/cpu/high_throughput/baseline"
-HT_NGRAM = "smollm2-135m/cpu/high_throughput/ngram_spec"
+LL_BASE = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
+LL_NGRAM = "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec"
+HT_BASE = "smollm2-135m/cpu+llama.cpp/high_throughput/baseline"
+HT_NGRAM = "smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec"
 UNSUPPORTED = "kimi-k3.1-pro/trainium3/balanced/baseline"
 ENGINE = "llama-cpp-python 0.3.36"
 

@@ -14,7 +14,7 @@ from dayzero.spec.matrix import load_matrix
 from .conftest import REPO
 from .test_matrix import edit
 
-SMOL = "smollm2-135m/cpu/{mode}/{strategy}"
+SMOL = "smollm2-135m/cpu+llama.cpp/{mode}/{strategy}"
 
 
 def test_the_shipped_card_reads_as_types():

@@ -36,7 +36,7 @@ def test_kimi_cells_compare_with_the_b300_reference_under_a_tolerant_policy(matr
         assert other.golden_cell == KIMI_REF and other.policy == GoldenPolicy("similarity", min_ratio=0.6)
         assert other.missing_verdict == NOT_MEASURED
     # a card without cross-hardware goldens keeps its own, and a missing one still fails
-    smol = matrix.cell("smollm2-135m/cpu/low_latency/baseline")
+    smol = matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     assert plan.probes(matrix.card(smol), smol).golden_cell == smol.id
     assert plan.probes(matrix.card(smol), smol).missing_verdict == "failed"
 

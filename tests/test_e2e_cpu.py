@@ -35,10 +35,10 @@ def test_every_cpu_cell_runs_green(tmp_path):
 
     docs = [json.loads(p.read_text()) for p in (reports / "evidence").glob("*.json")]
     assert sorted(d["cell"] for d in docs) == [
-        "smollm2-135m/cpu/high_throughput/baseline",
-        "smollm2-135m/cpu/high_throughput/ngram_spec",
-        "smollm2-135m/cpu/low_latency/baseline",
-        "smollm2-135m/cpu/low_latency/ngram_spec",
+        "smollm2-135m/cpu+llama.cpp/high_throughput/baseline",
+        "smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec",
+        "smollm2-135m/cpu+llama.cpp/low_latency/baseline",
+        "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec",
     ]
     for doc in docs:
         assert doc["verdict"] == "passed" and doc["engine"]["version"].startswith("llama-cpp-python 0.3.36")
@@ -87,7 +87,7 @@ def test_interrupt_mid_cell_leaves_no_process_and_no_lease(tmp_path, how):
             "pytest",
             "-q",
             "-m",
-            "cpu and high_throughput and baseline",
+            "cpu and llama.cpp and high_throughput and baseline",
             f"--reports={reports}",
             "--heartbeat-timeout=5",  # SIGKILL: the host's watchdog acts 5 s after the last touch
         ],

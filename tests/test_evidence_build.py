@@ -33,7 +33,7 @@ RUN = {
 @pytest.fixture(scope="module")
 def parts():
     matrix = load_matrix(REPO / "matrix")
-    cell = matrix.cell("smollm2-135m/cpu/low_latency/baseline")
+    cell = matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     host = Host(
         name="local",
         hardware="cpu",
@@ -66,7 +66,7 @@ def build(parts, **overrides):
 def test_a_complete_run_builds_valid_evidence_with_host_facts_and_driver(parts):
     doc = build(parts)
     evidence.validate(doc)
-    assert doc["cell"] == "smollm2-135m/cpu/low_latency/baseline" and doc["verdict"] == "passed"
+    assert doc["cell"] == "smollm2-135m/cpu+llama.cpp/low_latency/baseline" and doc["verdict"] == "passed"
     (host,) = doc["hosts"]
     assert host["lease"] == {"slot": 1, "acquired": "t0", "released": "t1"}
     assert host["facts"]["driver_version"] == "none (cpu)"

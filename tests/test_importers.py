@@ -155,7 +155,7 @@ def test_cli_import_prints_verdicts_and_exit_status(tmp_path, capsys):
     path = tmp_path / "vllm.json"
     path.write_text(json.dumps({**VLLM_RUN, "output_throughput": 70.0}))
     out = tmp_path / "checks.json"
-    cell = "smollm2-135m/cpu/low_latency/baseline"
+    cell = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
     code = main(["--matrix", str(ROOT / "matrix"), "import", str(path), "--cell", cell, "--json", str(out)])
     text = capsys.readouterr().out
     assert "vllm bench serve run, concurrency 1" in text

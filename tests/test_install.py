@@ -27,7 +27,7 @@ from dayzero.report.allure_build import ALLURE_CLI, ALLURE_DIR, ReportError, all
 
 from .conftest import REPO, needs_engine
 
-CPU_CELL = "smollm2-135m/cpu/low_latency/baseline"
+CPU_CELL = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
 
 
 def _clean_env() -> dict:

@@ -71,7 +71,7 @@ def inventory_with(bed, path: Path, cpu_hosts: set[str]) -> Path:
 
 
 # The single-host cpu cells (the cells across hosts run in test_multihost_e2e).
-ONE_HOST = "cpu and (low_latency or high_throughput)"
+ONE_HOST = "cpu and llama.cpp and (low_latency or high_throughput)"
 
 
 def servers_on(address: str) -> list[str]:
@@ -158,7 +158,11 @@ def test_hidden_host_behind_the_jump_host(lab, quick_matrix, tmp_path):
     reports = tmp_path / "reports"
     result = subprocess.run(
         pytest_cmd(
-            quick_matrix, "-m", "cpu and low_latency and baseline", f"--hosts={inv}", f"--reports={reports}"
+            quick_matrix,
+            "-m",
+            "cpu and llama.cpp and low_latency and baseline",
+            f"--hosts={inv}",
+            f"--reports={reports}",
         ),
         cwd=REPO,
         capture_output=True,
@@ -215,7 +219,7 @@ def test_server_dies_mid_benchmark_is_a_failure_with_its_log(lab, quick_matrix, 
 
     ctx = _context(quick_matrix, inv, tmp_path / "reports", say)
     try:
-        outcome = run_cell(ctx, ctx.matrix.cell("smollm2-135m/cpu/high_throughput/baseline"))
+        outcome = run_cell(ctx, ctx.matrix.cell("smollm2-135m/cpu+llama.cpp/high_throughput/baseline"))
     finally:
         ctx.close()
     assert outcome.verdict == "failed"
@@ -318,7 +322,9 @@ def test_two_concurrent_runs_never_share_a_host(lab, quick_matrix, tmp_path):
     runs = [tmp_path / "a", tmp_path / "b"]
     procs = [
         subprocess.Popen(
-            pytest_cmd(quick_matrix, "-m", "cpu and low_latency", f"--hosts={inv}", f"--reports={r}"),
+            pytest_cmd(
+                quick_matrix, "-m", "cpu and llama.cpp and low_latency", f"--hosts={inv}", f"--reports={r}"
+            ),
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -364,7 +370,9 @@ def test_a_crashed_xdist_worker_ends_its_cell_at_once_and_records_it_broken(lab,
     cell broken, with evidence and an Allure result naming the worker; the other cell passes."""
     inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
     reports = tmp_path / "reports"
-    proc = start_parallel(quick_matrix, "cpu and low_latency", inv, reports, "--heartbeat-timeout=300")
+    proc = start_parallel(
+        quick_matrix, "cpu and llama.cpp and low_latency", inv, reports, "--heartbeat-timeout=300"
+    )
     lab2 = lab.host("lab2").address
     leases = Path(yaml.safe_load(inv.read_text())["hosts"]["lab2"]["workdir"]) / "leases"
 
@@ -392,7 +400,10 @@ def test_a_crashed_xdist_worker_ends_its_cell_at_once_and_records_it_broken(lab,
     assert f"xdist worker {owner['worker']} crashed while running {victim}" in out, out[-3000:]
     print(f"lab2 clean {took:.1f}s after its worker died")
     docs = {d["cell"]: d for d in evidence(reports)}
-    assert set(docs) == {"smollm2-135m/cpu/low_latency/baseline", "smollm2-135m/cpu/low_latency/ngram_spec"}
+    assert set(docs) == {
+        "smollm2-135m/cpu+llama.cpp/low_latency/baseline",
+        "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec",
+    }
     crashed = docs.pop(victim)
     assert crashed["verdict"] == "broken", crashed
     assert f"worker {owner['worker']} crashed" in crashed["error"], crashed["error"]

@@ -1,6 +1,6 @@
 """`dayzero lint`: the shipped cards parse with their engines' own parsers; planted errors do not.
 
-The engine parsers live in the engines virtualenv that tools/setup builds (tools/build-parsers):
+The engine parsers live in the engines virtualenv that tools/setup builds (tools/build-sglang):
 these tests skip locally without it, with the reason, and never in CI.
 """
 
@@ -25,7 +25,7 @@ from .conftest import REPO, engine_ready, run_pytest
 
 needs_parsers = pytest.mark.skipif(
     not lint.engines_python().exists() and not os.environ.get("CI"),
-    reason="no engines venv: run tools/build-parsers (CI builds it in tools/setup; there this never skips)",
+    reason="no engines venv: run tools/build-sglang (CI builds it in tools/setup; there this never skips)",
 )
 needs_llama = pytest.mark.skipif(
     not engine_ready() and not os.environ.get("CI"),
@@ -230,7 +230,7 @@ def test_llama_cpp_card_read_by_its_own_help(matrix_dir):
 @pytest.fixture(scope="module")
 def lab_dry_run():
     if not lint.engines_python().exists() and not os.environ.get("CI"):
-        pytest.skip("no engines venv: run tools/build-parsers")
+        pytest.skip("no engines venv: run tools/build-sglang")
     result = run_pytest(
         "-q", "-m", "kimi-k3.1-pro", "--dry-run", "--lint", "--hosts", "hosts/lab.example.yaml"
     )
@@ -263,7 +263,7 @@ def test_lint_refuses_to_launch_a_cell_that_does_not_parse(matrix_dir, tmp_path)
     result = run_pytest(
         "-q",
         "-m",
-        "cpu and low_latency and baseline",
+        "cpu and llama.cpp and low_latency and baseline",
         "--lint",
         "--matrix",
         str(matrix_dir),

@@ -59,10 +59,50 @@ def test_smollm2_cells_cover_modes_and_strategies():
     matrix = load_matrix(REPO / "matrix")
     ids = {c.id for c in matrix.cells if c.model == "smollm2-135m"}
     assert ids == {
-        f"smollm2-135m/cpu/{m}/{s}"
+        f"smollm2-135m/cpu+llama.cpp/{m}/{s}"
         for m in ("low_latency", "high_throughput")
         for s in ("baseline", "ngram_spec")
-    } | {"smollm2-135m/cpu/rpc_split/baseline", "smollm2-135m/cpu/routed/baseline"}  # across two hosts
+    } | {"smollm2-135m/cpu+llama.cpp/rpc_split/baseline", "smollm2-135m/cpu+llama.cpp/routed/baseline"} | {
+        f"smollm2-135m/cpu+sglang/{m}/{s}"
+        for m in ("low_latency", "high_throughput")
+        for s in ("baseline", "ngram_spec")
+    } | {"smollm2-135m/cpu+sglang/tp2_nodes/baseline", "smollm2-135m/cpu+sglang/routed/baseline"}
+
+
+def test_engine_axis_cells_carry_their_engine_and_card():
+    """Two engines on one kind: ids and markers name the engine, each cell reads its engine's card."""
+    matrix = load_matrix(REPO / "matrix")
+    sglang = matrix.cell("smollm2-135m/cpu+sglang/low_latency/baseline")
+    llama = matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline")
+    assert "sglang" in sglang.markers and "llama.cpp" in llama.markers and "cpu" in sglang.markers
+    assert matrix.card(sglang).engine.name == "sglang" and matrix.card(llama).engine.name == "llama.cpp"
+    assert matrix.card(sglang).weights.endswith("-bf16") and matrix.card(llama).weights.endswith(".gguf")
+    assert matrix.card(sglang).probes == matrix.card(llama).probes  # the model's own data is shared
+    assert matrix.engines("smollm2-135m") == ["llama.cpp", "sglang"]
+    assert matrix.engines("kimi-k3.1-pro") == ["sglang"]
+    spec = matrix.cell("smollm2-135m/cpu+sglang/low_latency/ngram_spec")
+    assert spec.published == "unsupported" and "target-verify" in spec.reason
+    assert {"sglang", "llama.cpp"} <= set(matrix.marker_names)
+    # a kind one engine serves keeps the plain id
+    assert all("+" not in c.id.split("/")[1] for c in matrix.cells if c.model == "kimi-k3.1-pro")
+
+
+def test_engine_entry_naming_another_engine_is_refused(matrix_dir):
+    card = matrix_dir / "models" / "smollm2-135m.yaml"
+    card.write_text(
+        card.read_text().replace(
+            "  sglang:\n    engine:\n      name: sglang", "  sglang:\n    engine:\n      name: vllm"
+        )
+    )
+    with pytest.raises(ConfigError, match=r"engines.sglang.engine.name.*expected 'sglang'"):
+        load_matrix(matrix_dir)
+
+
+def test_bad_reference_in_an_engine_entry_names_the_entry(matrix_dir):
+    card = matrix_dir / "models" / "smollm2-135m.yaml"
+    card.write_text(card.read_text().replace("modes: [tp2_nodes, routed]", "modes: [tp2_nodes, routd]"))
+    with pytest.raises(ConfigError, match=r"engines.sglang.cells\[1\].modes.*unknown mode 'routd'"):
+        load_matrix(matrix_dir)
 
 
 def test_pd_cells_exist_with_options():
@@ -110,7 +150,7 @@ def test_duplicate_cell_is_an_error(matrix_dir):
     )
     with pytest.raises(ConfigError) as err:
         load_matrix(matrix_dir)
-    assert "duplicate cell 'smollm2-135m/cpu/low_latency/baseline'" in str(err.value)
+    assert "duplicate cell 'smollm2-135m/cpu+llama.cpp/low_latency/baseline'" in str(err.value)
     assert "cells[2]" in str(err.value) and "cells[0]" in str(err.value)  # the appended entry
 
 
@@ -125,7 +165,7 @@ def test_duplicate_cell_is_an_error(matrix_dir):
             "unknown field",
         ),
         (
-            lambda d: d.__setitem__("published", {"smollm2-135m/cpu/x/y": "verified"}),
+            lambda d: d.__setitem__("published", {"smollm2-135m/cpu+llama.cpp/x/y": "verified"}),
             "published",
             "no such cell",
         ),

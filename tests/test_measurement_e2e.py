@@ -20,7 +20,7 @@ from .conftest import REPO, needs_engine
 
 pytestmark = [pytest.mark.e2e, needs_engine]
 
-CELL = "smollm2-135m/cpu/low_latency/ngram_spec"
+CELL = "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec"
 METRICS = [
     f"{stat}_{metric}"
     for stat in ("mean", "median", "p90", "p99")

@@ -23,8 +23,8 @@ from dayzero.spec.recipe import ALIVE, HTTP, TCP, hosts_needed, placeholder_host
 from .conftest import REPO, needs_engine, processes_matching, write_yaml
 
 MATRIX = load_matrix(REPO / "matrix")
-RPC = "smollm2-135m/cpu/rpc_split/baseline"
-ROUTED = "smollm2-135m/cpu/routed/baseline"
+RPC = "smollm2-135m/cpu+llama.cpp/rpc_split/baseline"
+ROUTED = "smollm2-135m/cpu+llama.cpp/routed/baseline"
 
 
 def rendered(cell_id: str, port_offset: int = 0):

@@ -33,8 +33,8 @@ from .interrupt_sweep import assert_ended_interrupted, run_interrupted
 from .stub_cells import stub_matrix, stub_pair_card
 
 pytestmark = [pytest.mark.e2e, needs_engine]
-RPC = "smollm2-135m/cpu/rpc_split/baseline"
-ROUTED = "smollm2-135m/cpu/routed/baseline"
+RPC = "smollm2-135m/cpu+llama.cpp/rpc_split/baseline"
+ROUTED = "smollm2-135m/cpu+llama.cpp/routed/baseline"
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,14 @@ def pytest_cmd(matrix: Path, *args: str) -> list[str]:
 def test_every_cpu_cell_across_three_hosts(bed, quick_matrix, tmp_path):
     inv, reports = inventory(bed), tmp_path / "reports"
     dry = subprocess.run(
-        pytest_cmd(quick_matrix, "-m", "cpu and (rpc_split or routed)", "--dry-run", "--hosts", str(inv)),
+        pytest_cmd(
+            quick_matrix,
+            "-m",
+            "cpu and llama.cpp and (rpc_split or routed)",
+            "--dry-run",
+            "--hosts",
+            str(inv),
+        ),
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -208,7 +215,7 @@ def test_controller_sigkill_mid_cell_watchdogs_clean_every_host(bed, quick_matri
         pytest_cmd(
             quick_matrix,
             "-m",
-            "cpu and routed",
+            "cpu and llama.cpp and routed",
             "--hosts",
             str(inv),
             f"--reports={reports}",
@@ -265,7 +272,7 @@ def test_two_runs_racing_for_the_same_three_hosts_both_finish(bed, quick_matrix,
             pytest_cmd(
                 quick_matrix,
                 "-m",
-                "cpu and (rpc_split or routed)",
+                "cpu and llama.cpp and (rpc_split or routed)",
                 "--hosts",
                 str(inv),
                 f"--reports={tmp_path / f'r{i}'}",

@@ -20,8 +20,8 @@ def test_marker_expressions_combine():
     result = run_pytest("--collect-only", "-q", "-m", "cpu and high_throughput")
     ids = [line for line in result.stdout.splitlines() if "test_cell[" in line]
     assert sorted(ids) == [
-        "suites/test_cells.py::test_cell[smollm2-135m/cpu/high_throughput/baseline]",
-        "suites/test_cells.py::test_cell[smollm2-135m/cpu/high_throughput/ngram_spec]",
+        "suites/test_cells.py::test_cell[smollm2-135m/cpu+llama.cpp/high_throughput/baseline]",
+        "suites/test_cells.py::test_cell[smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec]",
     ]
     result = run_pytest("--collect-only", "-q", "-m", "kimi-k3.1-pro and wideep and h200")
     assert result.returncode == 0 and "h200/pd_balanced/baseline+wideep" in result.stdout

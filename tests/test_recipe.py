@@ -89,19 +89,19 @@ def test_rendering_is_pure_and_digest_ignores_hosts(matrix):
 
 def test_digest_changes_with_a_flag(matrix_dir):
     before = load_matrix(matrix_dir)
-    cell = before.cell("smollm2-135m/cpu/low_latency/baseline")
+    cell = before.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     card = matrix_dir / "models" / "smollm2-135m.yaml"
     data = yaml.safe_load(card.read_text())
     data["modes"]["low_latency"]["args"].append("--no-cache-prompt")
     card.write_text(yaml.safe_dump(data))
     after = load_matrix(matrix_dir)
     assert digest(after.card(cell), cell) != digest(before.card(cell), cell)
-    other = before.cell("smollm2-135m/cpu/high_throughput/baseline")
+    other = before.cell("smollm2-135m/cpu+llama.cpp/high_throughput/baseline")
     assert digest(after.card(other), other) == digest(before.card(other), other)
 
 
 def test_values_are_shell_quoted(matrix):
-    cell = matrix.cell("smollm2-135m/cpu/low_latency/baseline")
+    cell = matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     evil = Host(
         name="h", hardware="cpu", address="127.0.0.1", vars=(("model_root", "/models/it's here; rm -rf /"),)
     )
@@ -111,7 +111,7 @@ def test_values_are_shell_quoted(matrix):
 
 
 def test_home_relative_paths_stay_expandable(matrix):
-    cell = matrix.cell("smollm2-135m/cpu/low_latency/baseline")
+    cell = matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     host = Host(name="h", hardware="cpu", address="127.0.0.1", vars=(("model_root", "~/models"),))
     assert (
         "--model ~/models/SmolLM2-135M-Instruct.Q4_1.gguf" in render(matrix, cell, [host]).launches[0].command
@@ -119,14 +119,14 @@ def test_home_relative_paths_stay_expandable(matrix):
 
 
 def test_missing_host_var_names_the_card_and_known_placeholders(matrix):
-    cell = matrix.cell("smollm2-135m/cpu/low_latency/baseline")
+    cell = matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     with pytest.raises(ConfigError) as err:
         render(matrix, cell, [Host(name="h", hardware="cpu", address="127.0.0.1")])
     assert "smollm2-135m.yaml" in str(err.value) and "{model_root}" in str(err.value)
 
 
 def test_card_vars_are_defaults_a_host_overrides(matrix):
-    cell = matrix.cell("smollm2-135m/cpu/low_latency/baseline")
+    cell = matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     plain = Host(name="h", hardware="cpu", address="127.0.0.1", vars=(("model_root", "/m"),))
     one = (("model_root", "/m"), ("threads", "1"))
     shared = Host(name="h", hardware="cpu", address="127.0.0.1", vars=one)

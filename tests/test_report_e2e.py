@@ -31,14 +31,17 @@ from .test_secrets import files_containing
 pytestmark = [pytest.mark.e2e, needs_engine]
 
 CPU_CELLS = [
-    "smollm2-135m/cpu/low_latency/baseline",
-    "smollm2-135m/cpu/low_latency/ngram_spec",
-    "smollm2-135m/cpu/high_throughput/baseline",
-    "smollm2-135m/cpu/high_throughput/ngram_spec",
+    "smollm2-135m/cpu+llama.cpp/low_latency/baseline",
+    "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec",
+    "smollm2-135m/cpu+llama.cpp/high_throughput/baseline",
+    "smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec",
 ]
 # Cells of two hosts: on this one-host inventory they are skipped with a reason, so the report
 # lists them (as skipped) and the table keeps them Pending.
-TWO_HOST_CELLS = ["smollm2-135m/cpu/rpc_split/baseline", "smollm2-135m/cpu/routed/baseline"]
+TWO_HOST_CELLS = [
+    "smollm2-135m/cpu+llama.cpp/rpc_split/baseline",
+    "smollm2-135m/cpu+llama.cpp/routed/baseline",
+]
 EVERY_CELL_ATTACHMENTS = {
     "rendered commands",
     "evidence",
@@ -165,15 +168,19 @@ def test_acceptance_shows_verified_pending_unsupported_then_stale(cpu_run):
     done = dayzero(f"--matrix={mdir}", "acceptance", f"--reports={reports}")
     assert done.returncode == 0, done.stderr
     got = md_statuses(reports / "acceptance.md")
-    assert got["smollm2-135m/cpu/low_latency/ngram_spec"] == "Stale"
-    assert got["smollm2-135m/cpu/high_throughput/ngram_spec"] == "Stale"
-    assert got["smollm2-135m/cpu/low_latency/baseline"] == derived["smollm2-135m/cpu/low_latency/baseline"]
+    assert got["smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec"] == "Stale"
+    assert got["smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec"] == "Stale"
     assert (
-        got["smollm2-135m/cpu/high_throughput/baseline"]
-        == derived["smollm2-135m/cpu/high_throughput/baseline"]
+        got["smollm2-135m/cpu+llama.cpp/low_latency/baseline"]
+        == derived["smollm2-135m/cpu+llama.cpp/low_latency/baseline"]
     )
     assert (
-        html_statuses(reports / "acceptance.html")["smollm2-135m/cpu/high_throughput/ngram_spec"] == "Stale"
+        got["smollm2-135m/cpu+llama.cpp/high_throughput/baseline"]
+        == derived["smollm2-135m/cpu+llama.cpp/high_throughput/baseline"]
+    )
+    assert (
+        html_statuses(reports / "acceptance.html")["smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec"]
+        == "Stale"
     )
 
 

@@ -20,7 +20,7 @@ from dayzero.spec.recipe import digest, render
 from .conftest import REPO, run_pytest
 from .stub_cells import stub_card, stub_inventory, stub_matrix
 
-CELL = "smollm2-135m/cpu/low_latency/baseline"
+CELL = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
 
 
 def with_secret_env(matrix_dir: Path, name: str = "HUB_AUTH", var: str = "DZ_TEST_HUB_AUTH") -> None:

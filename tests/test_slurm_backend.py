@@ -41,7 +41,7 @@ def test_hosts_check_lists_nodes_states_and_gres(slurm):
 
 def test_two_node_job_runs_a_role_per_node_and_scancel_empties_the_queue(slurm, slurm_bed, tmp_path):  # noqa: F811
     states = []
-    name = job_name("run-1", "smollm2-135m/cpu/low_latency/baseline")
+    name = job_name("run-1", "smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     with slurm.allocation(GPU, 2, name, wait=30, on_state=lambda s, r: states.append(s)) as alloc:
         assert alloc.nodes == ("n1", "n2") and states[-1] == "RUNNING"
         jobs = subprocess.run(["squeue", "-h", "-o", "%j"], env=slurm_bed.env, capture_output=True, text=True)

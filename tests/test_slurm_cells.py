@@ -30,7 +30,7 @@ from devlab.testbed import engine_defaults
 from .conftest import REPO, needs_engine, run_pytest
 from .slurm_bed import e2e_lock, require_slurm
 
-CELL = "smollm2-135m/cpu/low_latency/baseline"
+CELL = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def _start_cell(bed, reports: Path, *extra: str) -> subprocess.Popen:
             "-m",
             "cpu",
             "-k",
-            "low_latency and baseline",
+            "llama.cpp and low_latency and baseline",
             f"--hosts={bed.inventory}",
             f"--reports={reports}",
             *extra,

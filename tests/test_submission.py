@@ -116,8 +116,8 @@ def test_pack_takes_the_latest_run_per_cell_and_never_accepted_evidence(lab, tmp
         evidence.write(reports, vendor)
     picked = select_evidence(reports)
     assert len(picked) == 4 and all(doc["run"]["id"] not in ("older", "accepted") for _, doc in picked)
-    with pytest.raises(PackError, match="no evidence .* for smollm2-135m/cpu/low_latency/nothing"):
-        select_evidence(reports, ["smollm2-135m/cpu/low_latency/nothing"])
+    with pytest.raises(PackError, match="no evidence .* for smollm2-135m/cpu+llama.cpp/low_latency/nothing"):
+        select_evidence(reports, ["smollm2-135m/cpu+llama.cpp/low_latency/nothing"])
 
 
 def test_cli_pack_records_this_checkout_and_check_reports_it(lab, tmp_path, monkeypatch, capsys):
@@ -188,7 +188,7 @@ def test_check_cli_exit_codes_and_markdown_verdict(lab, tmp_path, capsys):
     text = md.read_text()
     assert text.startswith("# Submission check: ACCEPTED")
     assert 'Good "dayzero" signature for acme' in text
-    assert "| `smollm2-135m/cpu/low_latency/baseline` | 0 |" in text
+    assert "| `smollm2-135m/cpu+llama.cpp/low_latency/baseline` | 0 |" in text
 
     members = read_members(lab.bundle)
     del members["manifest.json.sig"]

@@ -23,10 +23,10 @@ from .submission_corpus.lab import VENDOR, Lab, lab_from_run, relaxed_matrix
 
 pytestmark = [pytest.mark.e2e, needs_engine]
 CPU_CELLS = [
-    "smollm2-135m/cpu/high_throughput/baseline",
-    "smollm2-135m/cpu/high_throughput/ngram_spec",
-    "smollm2-135m/cpu/low_latency/baseline",
-    "smollm2-135m/cpu/low_latency/ngram_spec",
+    "smollm2-135m/cpu+llama.cpp/high_throughput/baseline",
+    "smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec",
+    "smollm2-135m/cpu+llama.cpp/low_latency/baseline",
+    "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec",
 ]
 
 

@@ -13,7 +13,7 @@ STALE_AFTER_DAYS = 30.0
 
 
 def add_filters(p: argparse.ArgumentParser) -> None:
-    p.add_argument("cell", nargs="*", help="cell id(s), e.g. smollm2-135m/cpu/low_latency/baseline")
+    p.add_argument("cell", nargs="*", help="cell id(s), e.g. smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     p.add_argument("--model")
     p.add_argument("--hardware")
     p.add_argument("--mode")

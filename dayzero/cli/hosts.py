@@ -33,7 +33,7 @@ def run_check(args) -> int:
     for host in inventory.hosts:
         engines = {
             card.engine.name: card.engine.version_command
-            for card in matrix.cards.values()
+            for card in matrix.engine_cards.values()
             if host.hardware in card.hardware and card.engine.version_command
         }
         try:

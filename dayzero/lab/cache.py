@@ -18,6 +18,7 @@ LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 # sits under the bare version and is rebuilt, not reused.
 BUILD_FLAVOUR = "rpc"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_BF16 = "SmolLM2-135M-Instruct-bf16"
 BUILD_SCRIPT = Path("tools") / "build-engine"
 
 
@@ -42,8 +43,27 @@ def model_path() -> Path:
     return cache_root() / "models" / SMOLLM2_GGUF
 
 
+def engines_venv() -> Path:
+    """SGLang 0.5.23 and its router (tools/build-sglang): parsers for lint, servers for the cpu cells."""
+    return cache_root() / "engines-venv"
+
+
+def sglang_model_path() -> Path:
+    """The bf16 safetensors folder converted from the GGUF, which the SGLang cpu cells serve."""
+    return cache_root() / "models" / SMOLLM2_BF16
+
+
+def sglang_record() -> Path | None:
+    """The installed SGLang's RECORD (every file with its hash): the engines venv's identity."""
+    found = sorted(engines_venv().glob("lib/python3*/site-packages/sglang-*.dist-info/RECORD"))
+    return found[0] if found else None
+
+
 def print_paths() -> None:
-    print(f"llama-server {server_binary()}\nrpc-server {rpc_server_binary()}\nmodel {model_path()}")
+    print(
+        f"llama-server {server_binary()}\nrpc-server {rpc_server_binary()}\nmodel {model_path()}\n"
+        f"engines-venv {engines_venv()}\nsglang-model {sglang_model_path()}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

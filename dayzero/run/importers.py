@@ -1,7 +1,7 @@
 """Importers: hold an existing `sglang.bench_serving` or `vllm bench serve` run against our floors.
 
 A lab that already ran a peer benchmark can ask whether that run meets a cell's floors without
-running it again: `dayzero import results.json --cell smollm2-135m/cpu/high_throughput/baseline`.
+running it again: `dayzero import results.json --cell smollm2-135m/cpu+llama.cpp/high_throughput/baseline`.
 Peers' result files carry summaries in nearly our vocabulary (`median_ttft_ms`,
 `output_throughput`); we map their names onto ours, recompute latency statistics from the
 per-request arrays when the file has them (`--output-details` / `--save-detailed`) and say where

@@ -1,6 +1,6 @@
 """Engine side of `dayzero lint`: parse argv lists with the installed engines' own parsers.
 
-Run by the engines virtualenv's interpreter (tools/build-parsers), never imported by dayzero:
+Run by the engines virtualenv's interpreter (tools/build-sglang), never imported by dayzero:
 it imports nothing from dayzero. Protocol: JSON on stdin
 ``{"commands": [{"parser": "sglang" | "sglang_router", "argv": [...]}, ...]}``; JSON on stdout
 ``{"versions": {"sglang": ..., "sglang-router": ...}, "results": [[finding, ...], ...]}`` with

@@ -4,7 +4,7 @@ A recipe that its engine refuses (an unknown flag, an ambiguous prefix, a bad ch
 value) fails at launch, after the lab has been leased. Lint renders each role of each cell with
 placeholder hosts (multi-node args, PD roles and routers included) and hands the argv lists to
 the pinned engine's parser: SGLang's and the SGLang router's own argparse parsers in the engines
-virtualenv (tools/build-parsers; one subprocess for all commands, importing SGLang takes
+virtualenv (tools/build-sglang; one subprocess for all commands, importing SGLang takes
 seconds; the router fronts llama-server workers too), llama-server's and rpc-server's own
 `--help` tables. A finding names the cell, role and ranks, the flag, what the parser said and
 the card line that added the flag. An engine, launcher or version lint
@@ -75,9 +75,9 @@ class Report:
 
 
 def engines_python() -> Path:
-    """The engines virtualenv's interpreter (tools/build-parsers), outside dayzero's own."""
+    """The engines virtualenv's interpreter (tools/build-sglang), outside dayzero's own."""
     env = os.environ.get("DAYZERO_ENGINES_PYTHON")
-    return Path(env) if env else llama_engine.cache_root() / "engines-venv" / "bin" / "python"
+    return Path(env) if env else llama_engine.engines_venv() / "bin" / "python"
 
 
 def _pin(card: ModelCard, field: str) -> tuple[str, str] | None:
@@ -152,14 +152,14 @@ def _check_versions(card: ModelCard, seen: dict[str, str], kinds: set[str]) -> N
         if seen.get(name) != version:
             raise LintError(
                 f"{card.path}: engine.{field} pins {name}=={version}; the engines venv "
-                f"({engines_python()}) has {seen.get(name) or 'none'}: run tools/build-parsers"
+                f"({engines_python()}) has {seen.get(name) or 'none'}: run tools/build-sglang"
             )
 
 
 def _run_engine(commands: list[dict]) -> dict:
     python = engines_python()
     if not python.exists():
-        raise LintError(f"no engines virtualenv at {python.parent.parent}: run tools/build-parsers")
+        raise LintError(f"no engines virtualenv at {python.parent.parent}: run tools/build-sglang")
     with resources.as_file(ENGINE_SCRIPT) as script:
         done = subprocess.run(
             [str(python), str(script)],

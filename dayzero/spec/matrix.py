@@ -10,7 +10,7 @@ import hashlib
 import itertools
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dayzero.errors import ConfigError
@@ -45,6 +45,9 @@ class Cell:
     published: str = "pending"  # verified | pending | unsupported, as its authors published it
     reason: str = ""  # why a cell is unsupported
     nodes: int = 1
+    # The engine axis: set only where the card serves this hardware kind with several engines
+    # (smollm2 on cpu: llama.cpp and sglang); the id and the markers then carry it.
+    engine: str = ""
 
     def __repr__(self) -> str:
         """The id: allure-pytest hashes parameter reprs into a test's history id, which must not
@@ -54,11 +57,17 @@ class Cell:
     @property
     def id(self) -> str:
         strategy = "+".join((self.strategy, *self.options))
-        return f"{self.model}/{self.hardware}/{self.mode}/{strategy}"
+        return f"{self.model}/{self.kind}/{self.mode}/{strategy}"
+
+    @property
+    def kind(self) -> str:
+        """The hardware segment of the id: `cpu`, or `cpu+sglang` where the engine is an axis."""
+        return f"{self.hardware}+{self.engine}" if self.engine else self.hardware
 
     @property
     def markers(self) -> tuple[str, ...]:
-        return (self.model, self.hardware, self.mode, self.strategy, *self.options)
+        engine = (self.engine,) if self.engine else ()
+        return (self.model, self.hardware, *engine, self.mode, self.strategy, *self.options)
 
     @property
     def supported(self) -> bool:
@@ -69,8 +78,10 @@ class Cell:
 class Matrix:
     root: Path
     hardware: dict[str, Hardware]
-    cards: dict[str, ModelCard]
+    cards: dict[str, ModelCard]  # by model: each card as its file's top level declares it
     cells: tuple[Cell, ...]
+    # by (model, engine): every engine a card serves, its top level's included
+    engine_cards: dict[tuple[str, str], ModelCard] = field(default_factory=dict)
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:
@@ -79,6 +90,9 @@ class Matrix:
         raise KeyError(cell_id)
 
     def card(self, cell: Cell) -> ModelCard:
+        """The card (engine variant included) a cell's recipe, floors and checks come from."""
+        if cell.engine:
+            return self.engine_cards[(cell.model, cell.engine)]
         return self.cards[cell.model]
 
     @property
@@ -87,8 +101,12 @@ class Matrix:
         names: dict[str, str] = {}
         for hw in self.hardware.values():
             names[hw.name] = f"hardware {hw.display_name or hw.name} ({hw.vendor})"
-        for card in self.cards.values():
-            names[card.model] = f"model {card.display_name}"
+        for (model, engine), card in self.engine_cards.items() or (
+            ((c.model, ""), c) for c in self.cards.values()
+        ):
+            names[model] = f"model {card.display_name}"
+            if len(self.engines(model)) > 1:
+                names.setdefault(engine, f"engine {engine}")
             for kind, kind_names in (
                 ("mode", card.modes),
                 ("strategy", card.strategies),
@@ -97,6 +115,10 @@ class Matrix:
                 for name in kind_names:
                     names.setdefault(name, f"{kind} {name}")
         return names
+
+    def engines(self, model: str) -> list[str]:
+        """The engines a model's card serves, its top level's first."""
+        return [engine for m, engine in self.engine_cards if m == model]
 
     def digest(self, cells: Iterable[Cell]) -> str:
         """Hash of the model cards and hardware entries the cells come from, as written (floors,
@@ -159,8 +181,11 @@ def _validate_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> Non
                 _check_refs(path, ["unsupported", i, "when", key], as_names(rule["when"][key]), known, key)
 
 
-def expand_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> list[Cell]:
-    """The cells a card declares, in file order, with published statuses and unsupported reasons."""
+def expand_card(
+    path: Path, data: dict, hardware: dict[str, Hardware], engine_axis: frozenset[str] = frozenset()
+) -> list[Cell]:
+    """The cells a card declares, in file order, with published statuses and unsupported reasons.
+    On the kinds of `engine_axis` (served by several of the card's engines) cells carry the engine."""
     _validate_card(path, data, hardware)
     model = data["model"]
     cells: dict[str, tuple[Cell, int]] = {}
@@ -170,7 +195,8 @@ def expand_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> list[C
             entry["hardware"], entry["modes"], entry["strategies"], combos
         ):
             nodes = data["hardware"][hw].get("nodes", 1)
-            cell = Cell(model, hw, mode, strategy, opts, nodes=nodes)
+            engine = data["engine"]["name"] if hw in engine_axis else ""
+            cell = Cell(model, hw, mode, strategy, opts, nodes=nodes, engine=engine)
             if cell.id in cells:
                 raise ConfigError(
                     path,
@@ -193,12 +219,70 @@ def expand_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> list[C
     return out
 
 
+ENGINES = "engines"
+# What an entry of `engines:` may replace: everything that says how the model is served; the
+# model's own data (probes, workloads, protocol, accuracy, goldens' reference) stays shared.
+ENGINE_KEYS = (
+    "engine",
+    "weights",
+    "vars",
+    "recipe",
+    "hardware",
+    "modes",
+    "strategies",
+    "options",
+    "cells",
+    "unsupported",
+    "published",
+    "floors",
+    "speculative",
+    "accuracy",
+    "goldens",
+    "mamba_ratio",
+)
+
+
+def engine_variants(path: Path, data: dict) -> dict[str, dict]:
+    """A card's data per engine: the top level as written, then each `engines:` entry laid over
+    it (each key it names replaces the top level's). Keyed by `engine.name`."""
+    base = {k: v for k, v in data.items() if k != ENGINES}
+    variants = {base["engine"]["name"]: base}
+    for name, overlay in (data.get(ENGINES) or {}).items():
+        if overlay["engine"]["name"] != name:
+            raise ConfigError(
+                path,
+                f"{ENGINES}.{name}.engine.name",
+                f"expected {name!r} (the entry's key), got {overlay['engine']['name']!r}",
+            )
+        if name in variants:
+            raise ConfigError(
+                path, f"{ENGINES}.{name}", f"engine {name!r} is already the card's top-level engine"
+            )
+        variants[name] = {**base, **overlay}
+    return variants
+
+
+def _kinds(data: dict) -> set[str]:
+    return {hw for entry in data["cells"] for hw in entry["hardware"]}
+
+
+def _expand_variant(path: Path, name: str, data: dict, top: bool, hardware, axis) -> list[Cell]:
+    """A variant's cells; an error in what an `engines:` entry replaced names that entry."""
+    try:
+        return expand_card(path, data, hardware, axis)
+    except ConfigError as e:
+        if top or e.path.split(".")[0].split("[")[0] not in ENGINE_KEYS:
+            raise
+        raise ConfigError(path, f"{ENGINES}.{name}.{e.path}", e.message) from None
+
+
 def load_matrix(root: Path) -> Matrix:
     root = Path(root)
     if not (root / HARDWARE_FILE).exists():
         raise ConfigError(root, "", f"no {HARDWARE_FILE} (the hardware catalogue) in the matrix directory")
     hardware = load_hardware(root / HARDWARE_FILE)
     cards: dict[str, ModelCard] = {}
+    engine_cards: dict[tuple[str, str], ModelCard] = {}
     cells: list[Cell] = []
     for path in sorted((root / MODELS_DIR).glob("*.yaml")):
         data = yamlfile.load(path, "model_card")
@@ -206,8 +290,13 @@ def load_matrix(root: Path) -> Matrix:
             raise ConfigError(
                 path, "model", f"model {data['model']!r} is also declared in {cards[data['model']].path}"
             )
-        cells.extend(expand_card(path, data, hardware))
-        cards[data["model"]] = model_card.parse(path, data)
+        variants = engine_variants(path, data)
+        kinds = [kind for variant in variants.values() for kind in _kinds(variant)]
+        axis = frozenset(kind for kind in kinds if kinds.count(kind) > 1)
+        for i, (name, variant) in enumerate(variants.items()):
+            cells.extend(_expand_variant(path, name, variant, i == 0, hardware, axis))
+            engine_cards[(data["model"], name)] = model_card.parse(path, variant)
+        cards[data["model"]] = engine_cards[(data["model"], next(iter(variants)))]
     if not cards:
         raise ConfigError(root / MODELS_DIR, "", "no model cards (*.yaml) found")
-    return Matrix(root, hardware, cards, tuple(cells))
+    return Matrix(root, hardware, cards, tuple(cells), engine_cards)

@@ -122,18 +122,23 @@ def controller_facts() -> dict:
 
 
 def local_engine_image(name: str) -> dict:
-    """The embedded default's engine is a local build: its binary's sha256 stands in for an image digest."""
-    if name != "llama.cpp":
-        return {}
-    from dayzero.lab.cache import LLAMA_CPP_PYTHON_VERSION, server_binary
+    """The embedded default's engines are local installs: the llama-server binary's sha256, or the
+    engines venv's SGLang RECORD (every installed file's hash), stands in for an image digest."""
+    from dayzero.lab.cache import LLAMA_CPP_PYTHON_VERSION, server_binary, sglang_record
 
-    binary = server_binary()
-    if not binary.exists():
-        return {}
-    return {
-        "image": f"llama-server built by tools/build-engine from llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}",
-        "image_digest": "sha256:" + sha256_file(binary),
-    }
+    if name == "llama.cpp" and server_binary().exists():
+        return {
+            "image": "llama-server built by tools/build-engine from llama-cpp-python "
+            + LLAMA_CPP_PYTHON_VERSION,
+            "image_digest": "sha256:" + sha256_file(server_binary()),
+        }
+    if name == "sglang" and (record := sglang_record()):
+        return {
+            "image": "SGLang installed by tools/build-sglang "
+            + f"({record.parent.name.removesuffix('.dist-info')})",
+            "image_digest": "sha256:" + sha256_file(record),
+        }
+    return {}
 
 
 def _merge(base: dict, extra: dict) -> dict:

@@ -37,7 +37,7 @@ def first(members: Members, prefix: str, suffix: str = "") -> str:
 
 
 def evidence_name(members: Members, mode: str = "low_latency", strategy: str = "baseline") -> str:
-    return first(members, f"evidence/smollm2-135m__cpu__{mode}__{strategy}__")
+    return first(members, f"evidence/smollm2-135m__cpu+llama.cpp__{mode}__{strategy}__")
 
 
 def run_file(members: Members, evidence: str, suffix: str) -> str:
@@ -613,7 +613,9 @@ CASES = [
     Case(
         "cell-not-in-matrix",
         "completeness.cell",
-        edited(set_in_submission(("cells",), ["smollm2-135m/cpu/low_latency/warp_drive"]), sign=True),
+        edited(
+            set_in_submission(("cells",), ["smollm2-135m/cpu+llama.cpp/low_latency/warp_drive"]), sign=True
+        ),
     ),
     Case("dirty-tree", "provenance.clean-tree", dirty_tree),
     Case("unknown-harness-commit", "provenance.harness-commit", unknown_commit),
