@@ -27,7 +27,7 @@ from dayzero.lab.preflight import UNKNOWN
 from dayzero.redact import redact
 from dayzero.report import plots
 from dayzero.run import records
-from dayzero.spec.card import ModelCard
+from dayzero.spec.card import ModelCard, published_word
 from dayzero.spec.matrix import Cell
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def label_cell(cell: Cell, card: ModelCard) -> None:
     allure.dynamic.sub_suite("+".join((cell.strategy, *cell.options)))
     allure.dynamic.title(cell.id)
     allure.dynamic.parameter("cell", cell.id)
-    allure.dynamic.label("published", cell.published)
+    allure.dynamic.label("published", published_word(cell))
     if card.source:
         allure.dynamic.link(card.source, name="recipe source")
     allure.dynamic.link(Path(card.path).resolve().as_uri(), name=f"model card {Path(card.path).name}")

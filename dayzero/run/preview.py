@@ -14,6 +14,7 @@ from dayzero.lab import slurm
 from dayzero.redact import redact
 from dayzero.run import records
 from dayzero.spec import mamba
+from dayzero.spec.card import published_word
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import Launch, MissingValue, Recipe, hosts_needed, placeholder_hosts, render
@@ -67,7 +68,7 @@ def slurm_text(inventory: Inventory, cell: Cell, recipe: Recipe, indent: str, ti
 
 def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell, heartbeat_timeout: float = 120.0) -> str:
     """A cell under `--dry-run`: the host(s) it would use and the exact commands, or why none."""
-    head = f"== {cell.id}  [{cell.published}]"
+    head = f"== {cell.id}  [{published_word(cell)}]"
     if not cell.supported:
         return f"{head}\n   unsupported: {cell.reason}"
     needed, hosts = hosts_for(matrix, cell, inventory)
@@ -87,7 +88,7 @@ def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell, heartbeat_tim
 def recipe_text(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> str:
     """A cell for `dayzero recipe`: a comment header, then its launches (a pasteable script), with
     the mamba ratio a card asks for."""
-    head = f"# {cell.id}  [{cell.published}]"
+    head = f"# {cell.id}  [{published_word(cell)}]"
     if not cell.supported:
         return f"{head}\n# unsupported: {cell.reason}\n"
     needed, hosts = hosts_for(matrix, cell, inventory)

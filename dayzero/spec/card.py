@@ -277,6 +277,17 @@ def golden_source(card: ModelCard, cell: Cell) -> tuple[str, GoldenPolicy]:
     return ref.cell, ref.policy
 
 
+# One word per published status, the acceptance table's: what a recipe's authors published as
+# verified is their claim (Published); Verified is earned by evidence alone, never printed from
+# the card.
+PUBLISHED_WORDS = {"verified": "Published", "pending": "Pending", "unsupported": "Unsupported"}
+
+
+def published_word(cell: Cell) -> str:
+    """The word every view prints for a cell's published status (never "verified")."""
+    return PUBLISHED_WORDS.get(cell.published, cell.published.capitalize())
+
+
 def as_names(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
