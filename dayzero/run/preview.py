@@ -8,7 +8,7 @@ line instead (pyxis's container flags included), on placeholder nodes: a dry run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from dayzero.lab import slurm
 from dayzero.redact import redact
@@ -85,9 +85,14 @@ def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell, heartbeat_tim
     return f"{head}  recipe {recipe.digest}\n{launch_text(recipe, inventory.secrets, indent='   ')}"
 
 
-def recipe_text(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> str:
+def recipe_text(
+    matrix: Matrix,
+    cell: Cell,
+    inventory: Inventory | None,
+    geometry: Mapping[str, float | None] | None = None,
+) -> str:
     """A cell for `dayzero recipe`: a comment header, then its launches (a pasteable script), with
-    the mamba ratio a card asks for."""
+    the mamba ratio a card asks for (computed from `geometry` where given, else the card's)."""
     head = f"# {cell.id}  [{published_word(cell)}]"
     if not cell.supported:
         return f"{head}\n# unsupported: {cell.reason}\n"
@@ -95,10 +100,10 @@ def recipe_text(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> str:
     if len(hosts) < needed:
         return f"{head}\n# needs {needed} {cell.hardware} host(s); {inventory.path} has {len(hosts)}\n"
     try:
-        recipe = render(matrix, cell, hosts)
+        recipe = render(matrix, cell, hosts, geometry=geometry)
     except MissingValue as exc:
         return f"{head}\n# needs data: {exc}\n"
-    ratio = matrix.card(cell).mamba_ratio
+    ratio = matrix.card(cell).mamba_ratio if geometry is None else geometry
 
     def mamba_note(lc: Launch) -> str | None:
         if ratio and "--model-path" in lc.argv:
