@@ -25,6 +25,7 @@ import allure
 
 from dayzero.lab.preflight import UNKNOWN
 from dayzero.redact import redact
+from dayzero.report import claims as claims_table
 from dayzero.report import plots
 from dayzero.run import records
 from dayzero.spec.card import ModelCard, published_word
@@ -224,6 +225,8 @@ def _attach_story(ctx, doc: dict, evidence_path: Path | None) -> None:
             "metric summary",
             allure.attachment_type.JSON,
         )
+    if answered := claims_table.rows_of(doc):
+        allure.attach(redact(claims_table.as_text(answered), secrets), "claims", allure.attachment_type.TEXT)
     diff = golden_diff(doc)
     if diff:
         allure.attach(redact(diff, secrets), "golden diff", allure.attachment_type.TEXT)

@@ -14,7 +14,7 @@ from dayzero.lab import slurm
 from dayzero.redact import redact
 from dayzero.run import records
 from dayzero.spec import mamba
-from dayzero.spec.card import published_word
+from dayzero.spec.card import claims_for, published_word
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import Launch, MissingValue, Recipe, hosts_needed, placeholder_hosts, render
@@ -85,6 +85,16 @@ def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell, heartbeat_tim
     return f"{head}  recipe {recipe.digest}\n{launch_text(recipe, inventory.secrets, indent='   ')}"
 
 
+def claim_lines(matrix: Matrix, cell: Cell) -> list[str]:
+    """The published claims this cell's recipe answers to, as comments beside its command."""
+    lines = []
+    for claim in claims_for(matrix.card(cell), cell):
+        lines.append(f"# claim {claim.id}: {claim.text} (tolerance {claim.tolerance:.0%}; {claim.source})")
+        if claim.needs:
+            lines.append(f"#   needs data: {'; '.join(claim.needs)}")
+    return lines
+
+
 def recipe_text(
     matrix: Matrix,
     cell: Cell,
@@ -96,6 +106,7 @@ def recipe_text(
     head = f"# {cell.id}  [{published_word(cell)}]"
     if not cell.supported:
         return f"{head}\n# unsupported: {cell.reason}\n"
+    head += "".join(f"\n{line}" for line in claim_lines(matrix, cell))
     needed, hosts = hosts_for(matrix, cell, inventory)
     if len(hosts) < needed:
         return f"{head}\n# needs {needed} {cell.hardware} host(s); {inventory.path} has {len(hosts)}\n"
