@@ -15,11 +15,13 @@ import jsonschema
 
 from dayzero import atomic
 from dayzero.checks import CheckResult
+from dayzero.checks import claims as claim_checks
 from dayzero.errors import ConfigError
 from dayzero.lab.lease import Lease
 from dayzero.lab.preflight import HostFacts
 from dayzero.redact import redact, redact_env, redact_tree
 from dayzero.spec import yamlfile
+from dayzero.spec.card import Claim
 from dayzero.spec.matrix import Cell
 from dayzero.spec.recipe import Recipe
 from dayzero.spec.shell import join
@@ -95,12 +97,14 @@ def build(
     verdict: str,
     error: str = "",
     secrets: Iterable[str] = (),
+    claims: Iterable[Claim] = (),
 ) -> dict:
     """The evidence document of one cell run, from whatever it gathered before it ended (pure).
 
     `facts` maps a host name to its preflight facts; `held` is when the hosts were held;
     `records` and `logs` are paths relative to the reports folder. Every text passes `redact`:
-    an error message may quote a secret.
+    an error message may quote a secret. `claims` (the card's claims for this cell) are answered
+    from the document's own checks and hosts.
     """
     secrets = tuple(secrets)
     doc = {
@@ -126,6 +130,8 @@ def build(
     }
     if error:
         doc["error"] = error
+    if answered := claim_checks.evaluate_all(claims, doc):
+        doc["claims"] = answered
     return redact_tree(doc, secrets)
 
 

@@ -10,6 +10,13 @@ HOSTS = "hosts/local.yaml"
 REPORTS = "reports"
 GOLDENS = "suites/goldens"
 STALE_AFTER_DAYS = 30.0
+# `--status` words -> a cell's published status; `verified` kept for older scripts
+STATUSES = {
+    "published": "verified",
+    "verified": "verified",
+    "pending": "pending",
+    "unsupported": "unsupported",
+}
 
 
 def add_filters(p: argparse.ArgumentParser) -> None:
@@ -45,5 +52,6 @@ def select(matrix: Matrix, args) -> list[Cell]:
         wanted = getattr(args, attr, None)
         if wanted:
             key = "published" if attr == "status" else attr
+            wanted = STATUSES.get(wanted, wanted) if attr == "status" else wanted
             cells = [c for c in cells if getattr(c, key) == wanted]
     return cells

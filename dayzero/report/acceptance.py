@@ -36,10 +36,12 @@ from pathlib import Path
 
 from dayzero import evidence
 from dayzero.checks import NOT_MEASURED
+from dayzero.checks.claims import summary_line
 from dayzero.checks.correctness import provenance_differs
 from dayzero.errors import ConfigError
 from dayzero.escape import escape
 from dayzero.redact import redact
+from dayzero.report import claims as claims_table
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import MissingValue, digest, hosts_needed, placeholder_hosts, render
 
@@ -56,6 +58,7 @@ class Row:
     detail: str
     source: str
     evidence: Path | None = None
+    claims: tuple[claims_table.ClaimRow, ...] = ()  # the card's claims, as this evidence answers them
 
 
 def latest_evidence(reports_dir: Path) -> dict[str, tuple[Path, dict]]:
@@ -179,6 +182,9 @@ def row_for(
         reason = ", ".join(failed) or next(iter((doc.get("error") or "").splitlines()), "")[:160]
         detail = f"{when}: {reason}"
     flags = "".join(f"; {flag}" for flag in golden_flags(doc))
+    if said := summary_line(doc.get("claims") or ()):
+        flags += f"; {said}"
+    answered = tuple(claims_table.rows_of(doc))
     reasons = stale_reasons(
         doc,
         digest(matrix.card(cell), cell),
@@ -187,8 +193,10 @@ def row_for(
         max_age_days,
     )
     if reasons:
-        return Row(cell, "Stale", f"{'; '.join(reasons)}; was {status} on {when}{flags}", source, path)
-    return Row(cell, status, detail + flags, source, path)
+        return Row(
+            cell, "Stale", f"{'; '.join(reasons)}; was {status} on {when}{flags}", source, path, answered
+        )
+    return Row(cell, status, detail + flags, source, path, answered)
 
 
 def rows(
@@ -243,6 +251,18 @@ def to_markdown(table: list[Row], base: Path) -> str:
         detail, source = escape(redact(r.detail), "markdown"), escape(r.source, "markdown")
         lines.append(f"| `{escape(r.cell.id, 'code')}` | {r.status} | {detail} | {source} | {link} |")
     lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(_counts(table).items())), ""]
+    if answered := [c for r in table for c in r.claims]:
+        lines += [
+            "## Claims",
+            "",
+            "Published numbers, held against the cells that run their prerequisites (latest evidence).",
+            "",
+            "| " + " | ".join(claims_table.HEADER) + " |",
+            "|" + "---|" * len(claims_table.HEADER),
+        ]
+        for c in answered:
+            lines.append("| " + " | ".join(escape(v, "markdown") for v in c.cells()) + " |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -290,10 +310,22 @@ def to_html(table: list[Row], base: Path) -> str:
             *body,
             "</tbody></table>",
             f"<p>Totals: {esc(totals)}</p>",
+            *_claims_html([c for r in table for c in r.claims], esc),
             "</body></html>",
             "",
         ]
     )
+
+
+def _claims_html(answered: list[claims_table.ClaimRow], esc) -> list[str]:
+    if not answered:
+        return []
+    head = "".join(f"<th>{esc(h)}</th>" for h in claims_table.HEADER)
+    body = [
+        f'<tr data-claim="{esc(c.claim)}">' + "".join(f"<td>{esc(v)}</td>" for v in c.cells()) + "</tr>"
+        for c in answered
+    ]
+    return ["<h2>Claims</h2>", f"<table><thead><tr>{head}</tr></thead><tbody>", *body, "</tbody></table>"]
 
 
 def write_acceptance(

@@ -25,9 +25,10 @@ import allure
 
 from dayzero.lab.preflight import UNKNOWN
 from dayzero.redact import redact
+from dayzero.report import claims as claims_table
 from dayzero.report import plots
 from dayzero.run import records
-from dayzero.spec.card import ModelCard
+from dayzero.spec.card import ModelCard, published_word
 from dayzero.spec.matrix import Cell
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def label_cell(cell: Cell, card: ModelCard) -> None:
     allure.dynamic.sub_suite("+".join((cell.strategy, *cell.options)))
     allure.dynamic.title(cell.id)
     allure.dynamic.parameter("cell", cell.id)
-    allure.dynamic.label("published", cell.published)
+    allure.dynamic.label("published", published_word(cell))
     if card.source:
         allure.dynamic.link(card.source, name="recipe source")
     allure.dynamic.link(Path(card.path).resolve().as_uri(), name=f"model card {Path(card.path).name}")
@@ -224,6 +225,8 @@ def _attach_story(ctx, doc: dict, evidence_path: Path | None) -> None:
             "metric summary",
             allure.attachment_type.JSON,
         )
+    if answered := claims_table.rows_of(doc):
+        allure.attach(redact(claims_table.as_text(answered), secrets), "claims", allure.attachment_type.TEXT)
     diff = golden_diff(doc)
     if diff:
         allure.attach(redact(diff, secrets), "golden diff", allure.attachment_type.TEXT)

@@ -18,7 +18,7 @@ from allure_commons.utils import md5
 
 from dayzero.redact import redact
 from dayzero.report.allure_cell import CATEGORY_LABEL, INFRASTRUCTURE
-from dayzero.spec.card import ModelCard
+from dayzero.spec.card import ModelCard, published_word
 from dayzero.spec.matrix import Cell
 
 
@@ -48,7 +48,7 @@ def write_crashed(
         "parentSuite": cell.model,
         "suite": f"{cell.hardware} / {cell.mode}",
         "subSuite": "+".join((cell.strategy, *cell.options)),
-        "published": cell.published,
+        "published": published_word(cell),
         CATEGORY_LABEL: INFRASTRUCTURE,
         "framework": "pytest",
     }

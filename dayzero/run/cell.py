@@ -39,6 +39,7 @@ from dayzero.report.allure_cell import attach_story
 from dayzero.run import plan, records
 from dayzero.run.phases import Endpoint, metered, run_all
 from dayzero.run.preview import launch_text
+from dayzero.spec.card import claims_for
 from dayzero.spec.goldens import Golden, load_golden, save_golden
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
@@ -355,6 +356,7 @@ def write_evidence(ctx: RunContext, cell: Cell, run: CellRun, record_goldens: bo
         verdict=run.verdict,
         error=run.error,
         secrets=ctx.inventory.secrets,
+        claims=claims_for(ctx.matrix.card(cell), cell),
     )
     if record_goldens:
         return None

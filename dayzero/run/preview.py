@@ -8,12 +8,13 @@ line instead (pyxis's container flags included), on placeholder nodes: a dry run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from dayzero.lab import slurm
 from dayzero.redact import redact
 from dayzero.run import records
 from dayzero.spec import mamba
+from dayzero.spec.card import claims_for, published_word
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import Launch, MissingValue, Recipe, hosts_needed, placeholder_hosts, render
@@ -67,7 +68,7 @@ def slurm_text(inventory: Inventory, cell: Cell, recipe: Recipe, indent: str, ti
 
 def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell, heartbeat_timeout: float = 120.0) -> str:
     """A cell under `--dry-run`: the host(s) it would use and the exact commands, or why none."""
-    head = f"== {cell.id}  [{cell.published}]"
+    head = f"== {cell.id}  [{published_word(cell)}]"
     if not cell.supported:
         return f"{head}\n   unsupported: {cell.reason}"
     needed, hosts = hosts_for(matrix, cell, inventory)
@@ -84,20 +85,36 @@ def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell, heartbeat_tim
     return f"{head}  recipe {recipe.digest}\n{launch_text(recipe, inventory.secrets, indent='   ')}"
 
 
-def recipe_text(matrix: Matrix, cell: Cell, inventory: Inventory | None) -> str:
+def claim_lines(matrix: Matrix, cell: Cell) -> list[str]:
+    """The published claims this cell's recipe answers to, as comments beside its command."""
+    lines = []
+    for claim in claims_for(matrix.card(cell), cell):
+        lines.append(f"# claim {claim.id}: {claim.text} (tolerance {claim.tolerance:.0%}; {claim.source})")
+        if claim.needs:
+            lines.append(f"#   needs data: {'; '.join(claim.needs)}")
+    return lines
+
+
+def recipe_text(
+    matrix: Matrix,
+    cell: Cell,
+    inventory: Inventory | None,
+    geometry: Mapping[str, float | None] | None = None,
+) -> str:
     """A cell for `dayzero recipe`: a comment header, then its launches (a pasteable script), with
-    the mamba ratio a card asks for."""
-    head = f"# {cell.id}  [{cell.published}]"
+    the mamba ratio a card asks for (computed from `geometry` where given, else the card's)."""
+    head = f"# {cell.id}  [{published_word(cell)}]"
     if not cell.supported:
         return f"{head}\n# unsupported: {cell.reason}\n"
+    head += "".join(f"\n{line}" for line in claim_lines(matrix, cell))
     needed, hosts = hosts_for(matrix, cell, inventory)
     if len(hosts) < needed:
         return f"{head}\n# needs {needed} {cell.hardware} host(s); {inventory.path} has {len(hosts)}\n"
     try:
-        recipe = render(matrix, cell, hosts)
+        recipe = render(matrix, cell, hosts, geometry=geometry)
     except MissingValue as exc:
         return f"{head}\n# needs data: {exc}\n"
-    ratio = matrix.card(cell).mamba_ratio
+    ratio = matrix.card(cell).mamba_ratio if geometry is None else geometry
 
     def mamba_note(lc: Launch) -> str | None:
         if ratio and "--model-path" in lc.argv:

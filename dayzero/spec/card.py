@@ -221,6 +221,39 @@ class AcceptanceRule:
     min_accept_length: dict[str, float] = field(default_factory=dict)
 
 
+CLAIM_UNITS = ("per_accelerator", "per_user", "per_node")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A number the world was told (DESIGN: claims), with the prerequisites it holds under: the
+    cells `when` selects (hardware, mode, strategy, options), its workload and concurrency. Floors
+    are the lab's own bars; a claim is reproduced or not by evidence and never fails a cell.
+    `needs` names prerequisites the pinned engine has no flag for: the claim is then not measured
+    ("needs data: ..."), never silently mapped onto the nearest flag."""
+
+    id: str
+    source: str
+    metric: str  # a throughput (dayzero.spec.card.THROUGHPUTS)
+    value: float
+    unit: str  # per_accelerator | per_user (each stream's own decode rate) | per_node
+    workload: str
+    concurrency: int | str | None = None  # None: any the cell measured the workload at; "mode": the mode's
+    when: Mapping[str, Any] = field(default_factory=dict)
+    tolerance: float = 0.1  # reproduced: measured >= value x (1 - tolerance)
+    needs: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def text(self) -> str:
+        """The claim as one line: value, unit, workload, concurrency."""
+        unit = {"per_accelerator": "per accelerator", "per_user": "per user", "per_node": "per node"}[
+            self.unit
+        ]
+        at = f" at c{self.concurrency}" if self.concurrency not in (None, MODE) else ""
+        return f"{self.value:g} {self.metric} {unit} on {self.workload}{at}"
+
+
 T = TypeVar("T", Floor, AccuracyGate, AcceptanceRule)
 
 
@@ -262,6 +295,7 @@ class ModelCard:
     speculative: tuple[Rule[AcceptanceRule], ...] = _aside(default=())
     mamba_ratio: Mapping[str, float | None] = _aside(default_factory=dict)  # geometry for dayzero.spec.mamba
     goldens: GoldenReference | None = _aside(default=None)  # cross-hardware goldens, if the card has them
+    claims: tuple[Claim, ...] = _aside(default=())  # published numbers the card answers to
     raw: Mapping[str, Any] = _aside(default_factory=dict)  # the file as written: recipe templates, digests
 
     def mode(self, name: str) -> Mode:
@@ -275,6 +309,17 @@ def golden_source(card: ModelCard, cell: Cell) -> tuple[str, GoldenPolicy]:
     if ref is None or ref.cell == cell.id:
         return cell.id, card.mode(cell.mode).golden
     return ref.cell, ref.policy
+
+
+# One word per published status, the acceptance table's: what a recipe's authors published as
+# verified is their claim (Published); Verified is earned by evidence alone, never printed from
+# the card.
+PUBLISHED_WORDS = {"verified": "Published", "pending": "Pending", "unsupported": "Unsupported"}
+
+
+def published_word(cell: Cell) -> str:
+    """The word every view prints for a cell's published status (never "verified")."""
+    return PUBLISHED_WORDS.get(cell.published, cell.published.capitalize())
 
 
 def as_names(value: str | list[str]) -> list[str]:
@@ -334,6 +379,17 @@ def _labelled(floor: Floor, namesakes: list[Floor]) -> Floor:
     if len(same) > 1:
         parts.append(f"#{next(i for i, g in enumerate(same) if g is floor) + 1}")
     return replace(floor, label="-".join(parts))
+
+
+def claims_for(card: ModelCard, cell: Cell) -> list[Claim]:
+    """The claims whose prerequisites (hardware, mode, strategy, options) this cell runs; a
+    concurrency of "mode" becomes the cell's mode's."""
+    out = []
+    for claim in card.claims:
+        if matches(claim.when, cell):
+            conc = card.mode(cell.mode).concurrency if claim.concurrency == MODE else claim.concurrency
+            out.append(replace(claim, concurrency=conc))
+    return out
 
 
 def gates_for(card: ModelCard, cell: Cell) -> list[AccuracyGate]:
@@ -434,6 +490,44 @@ def _speculative(path: Path | None, i: int, rule: Mapping) -> Rule[AcceptanceRul
     return Rule(accept, _points(rule.get("concurrency", MODE)), rule.get("when", {}))
 
 
+def _claim(path: Path | None, i: int, data: Mapping) -> Claim:
+    claim = Claim(
+        id=data["id"],
+        source=data["source"],
+        metric=data["metric"],
+        value=float(data["value"]),
+        unit=data["unit"],
+        workload=data["workload"],
+        concurrency=data.get("concurrency"),
+        when=dict(data.get("when") or {}),
+        tolerance=float(data.get("tolerance", 0.1)),
+        needs=tuple(data.get("needs") or ()),
+        note=data.get("note", ""),
+    )
+    if claim.metric not in THROUGHPUTS:
+        _fail(
+            path,
+            ["claims", i, "metric"],
+            f"expected a throughput ({', '.join(THROUGHPUTS)}), got {claim.metric!r}",
+        )
+    if claim.unit == "per_user" and claim.metric != "output_throughput":
+        _fail(
+            path,
+            ["claims", i, "unit"],
+            f"per_user is each stream's own decode rate, an output_throughput; got it for {claim.metric!r}",
+        )
+    return claim
+
+
+def _claims(path: Path | None, data) -> tuple[Claim, ...]:
+    claims = tuple(_claim(path, i, c) for i, c in enumerate(data or ()))
+    ids = [c.id for c in claims]
+    for i, c in enumerate(claims):
+        if ids.index(c.id) != i:
+            _fail(path, ["claims", i, "id"], f"claim id {c.id!r} is used twice; expected unique ids")
+    return claims
+
+
 def _worker(data: Mapping | None) -> Worker | None:
     return Worker(tuple(str(a) for a in data["command"]), int(data["port"])) if data else None
 
@@ -488,5 +582,6 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
         accuracy=tuple(_gate(r) for r in data.get("accuracy") or ()),
         speculative=tuple(_speculative(path, i, r) for i, r in enumerate(data.get("speculative") or ())),
         goldens=_golden_reference(data.get("goldens")),
+        claims=_claims(path, data.get("claims")),
         raw=data,
     )

@@ -9,7 +9,9 @@ after the weights into a state pool (whole slots: it caps concurrency) and a pag
 with L the average context per request (input + output), S the state slots one running request
 holds under the radix cache strategy, and D the speculative draft tokens (0 without). The
 default 0.9 over-provisions the state pool for long contexts and silently clamps concurrency.
-Pure: `inputs_for` reads a role's argv, `ratio` computes.
+Pure: `inputs_for` reads a role's argv, `ratio` computes, `written` puts the value into a server
+command whose mode does not pin one (what `dayzero recipe`, `--dry-run` and a run launch alike).
+The geometry is the card's `mamba_ratio` section, which `dayzero recipe --mamba-*` overrides.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 
 STATE_SLOTS = {"extra_buffer": 5, "extra_buffer_lazy": 4, "no_buffer": 3, "disabled": 1}
 FLAG = "--mamba-full-memory-ratio"
+SERVER = "--model-path"  # a role with it is an SGLang server (a router has none)
+GEOMETRY = ("state_bytes_per_slot", "kv_bytes_per_token", "context_tokens")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,11 @@ class Inputs:
 
 def ratio(i: Inputs) -> float:
     return (i.slots + i.draft_tokens) * i.token_equiv * i.dcp_size / i.context_tokens
+
+
+def text(value: float) -> str:
+    """The value as the command carries it (4 significant digits)."""
+    return f"{value:.4g}"
 
 
 def _value(argv: Sequence[str], flag: str) -> str | None:
@@ -71,12 +80,13 @@ class NeedsData(ValueError):
 
 def inputs_for(argv: Sequence[str], geometry: Mapping[str, float | None]) -> Inputs:
     """The calculator's inputs for one role's command and the card's `mamba_ratio` geometry."""
-    fields = ("state_bytes_per_slot", "kv_bytes_per_token", "context_tokens")
-    missing = [f"mamba_ratio.{k}" for k in fields if not geometry.get(k)]
+    missing = [f"mamba_ratio.{k}" for k in GEOMETRY if not geometry.get(k)]
     draft = 0
     if _value(argv, "--speculative-algorithm"):
-        given = _value(argv, "--speculative-num-draft-tokens") or _value(
-            argv, "--speculative-dflash-block-size"
+        given = (
+            _value(argv, "--speculative-num-draft-tokens")
+            or _value(argv, "--speculative-dflash-block-size")
+            or geometry.get("draft_tokens")
         )
         if given is None:
             missing.append("--speculative-num-draft-tokens (else the draft model's block size)")
@@ -94,17 +104,37 @@ def inputs_for(argv: Sequence[str], geometry: Mapping[str, float | None]) -> Inp
     )
 
 
+def stated(geometry: Mapping[str, float | None]) -> bool:
+    """Every geometry input is given: commands carry the computed ratio (the recipe digest too)."""
+    return all(geometry.get(k) for k in GEOMETRY)
+
+
+def written(argv: Sequence[str], geometry: Mapping[str, float | None]) -> tuple[str, ...]:
+    """A server command with the computed ratio appended where it pins none and every input is
+    stated; any other command as it was (a pin wins, a missing input is never guessed)."""
+    argv = tuple(argv)
+    if SERVER not in argv or _value(argv, FLAG) is not None or not geometry:
+        return argv
+    try:
+        return (*argv, FLAG, text(ratio(inputs_for(argv, geometry))))
+    except NeedsData:
+        return argv
+
+
 def describe(argv: Sequence[str], geometry: Mapping[str, float | None]) -> str:
-    """One line for `dayzero recipe`: the value beside its inputs, the card's pin, or what is missing."""
+    """One line for `dayzero recipe`: the value beside its inputs and whether the command carries
+    it (written by `written`), the card's pin, or what is missing."""
     pinned = _value(argv, FLAG)
     try:
         i = inputs_for(argv, geometry)
     except NeedsData as exc:
         head = f"card pins {pinned}; " if pinned else ""
         return f"{head}calculator needs data: {exc}"
+    if pinned == text(ratio(i)) and tuple(argv[-2:]) == (FLAG, pinned):
+        pinned = None  # the value `written` appended: the command carries r*
     computed = (
         f"r* = {ratio(i):.4g} = (S {i.slots} [{i.strategy}] + D {i.draft_tokens}) x token_equiv "
         f"{i.token_equiv:.4g} [{i.state_bytes_per_slot:g} B / {i.kv_bytes_per_token:g} B] x dcp {i.dcp_size} "
         f"/ L {i.context_tokens:g}"
     )
-    return f"card pins {pinned}; {computed}" if pinned else computed
+    return f"card pins {pinned}; {computed}" if pinned else f"{computed}; written as {FLAG} {text(ratio(i))}"

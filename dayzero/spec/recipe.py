@@ -32,12 +32,12 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dayzero import redact
 from dayzero.errors import ConfigError
-from dayzero.spec import container
+from dayzero.spec import container, mamba
 from dayzero.spec.card import ModelCard
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell, Matrix
@@ -213,6 +213,8 @@ def digest(card: ModelCard, cell: Cell) -> str:
         "vars": _vars(card, cell),
         "roles": [_template_payload(t) for t in templates(card, cell)],
     }
+    if mamba.stated(card.mamba_ratio):  # the commands carry the ratio computed from it
+        payload["mamba_ratio"] = dict(card.mamba_ratio)
     if image := card.hardware[cell.hardware].image:  # a new image (tag or @sha256 digest) is a new recipe
         payload["image"] = image
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()[:16]
@@ -296,9 +298,18 @@ def _step(matrix: Matrix, cell: Cell, host: Host) -> tuple[str, ...]:
     return container.pyxis_flags(image, [host.var.get("model_root", ""), host.workdir])
 
 
-def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int = 0) -> Recipe:
-    """Fill the cell's templates with concrete hosts (in role order; colocated roles share)."""
+def render(
+    matrix: Matrix,
+    cell: Cell,
+    hosts: Sequence[Host],
+    port_offset: int = 0,
+    geometry: Mapping[str, float | None] | None = None,
+) -> Recipe:
+    """Fill the cell's templates with concrete hosts (in role order; colocated roles share).
+    A server role whose mode pins no `--mamba-full-memory-ratio` gets the cookbook's computed one
+    when the Mamba geometry (`geometry`, else the card's `mamba_ratio`) states every input."""
     card = matrix.card(cell)
+    geometry = card.mamba_ratio if geometry is None else geometry
     temps = templates(card, cell)
     need = sum(t.nodes for t in temps if not t.colocate)
     if len(hosts) != need:
@@ -348,7 +359,7 @@ def render(matrix: Matrix, cell: Cell, hosts: Sequence[Host], port_offset: int =
                     host=host.name,
                     address=host.address,
                     port=port,
-                    argv=tuple(_substitute(a, values, where, card) for a in argv),
+                    argv=mamba.written([_substitute(a, values, where, card) for a in argv], geometry),
                     env=env,
                     endpoint=t.endpoint and rank == 0,
                     ready=TCP if worker else (ALIVE if rank else HTTP),

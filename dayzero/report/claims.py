@@ -1,0 +1,64 @@
+"""The "Claims" table: every published claim, per cell that answers to it, from evidence only.
+
+One row per (cell, claim) of the latest evidence: the published value and unit, the measured
+value, their ratio, reproduced / not reproduced / not measured, and why. The acceptance table
+(Markdown and HTML) and a cell's Allure story print these rows; values a vendor's evidence holds
+pass `dayzero.escape` where they are printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from dayzero.checks.claims import WORDS
+
+UNITS = {
+    "per_accelerator": "tok/s per accelerator",
+    "per_user": "tok/s per user",
+    "per_node": "tok/s per node",
+}
+HEADER = ("cell", "claim", "published", "measured", "ratio", "status", "why")
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    cell: str
+    claim: str
+    published: str
+    measured: str
+    ratio: str
+    status: str  # reproduced | not reproduced | not measured
+    why: str
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.cell, self.claim, self.published, self.measured, self.ratio, self.status, self.why)
+
+
+def rows_of(doc: Mapping) -> list[ClaimRow]:
+    """The claims one evidence document answers."""
+    out = []
+    for e in doc.get("claims") or ():
+        unit = UNITS.get(e["unit"], e["unit"])
+        at = f" at c{e['concurrency']}" if e.get("concurrency") else ""
+        out.append(
+            ClaimRow(
+                cell=doc["cell"],
+                claim=e["claim"],
+                published=f"{e['published']:g} {unit} ({e['workload']}{at})",
+                measured="-" if e.get("measured") is None else f"{e['measured']:g}",
+                ratio="-" if e.get("ratio") is None else f"{e['ratio']:g}x",
+                status=WORDS.get(e["status"], e["status"]),
+                why=e.get("reason", ""),
+            )
+        )
+    return out
+
+
+def rows(docs: Iterable[Mapping]) -> list[ClaimRow]:
+    return [row for doc in docs for row in rows_of(doc)]
+
+
+def as_text(table: list[ClaimRow]) -> str:
+    """Plain text for an Allure attachment."""
+    return "\n".join(" | ".join(r.cells()) for r in table)
