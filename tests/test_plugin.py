@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
-from .conftest import REPO, run_pytest
+from .conftest import REPO, run_pytest, write_yaml
+from .stub_cells import STUB_PORT, stub_card, stub_inventory, stub_matrix, stub_pair_card
 
 
 def test_collect_b300_lists_kimi_cells():
@@ -27,12 +29,45 @@ def test_marker_expressions_combine():
     assert result.returncode == 0 and "h200/pd_balanced/baseline+wideep" in result.stdout
 
 
-def test_b300_without_hosts_is_skipped_naming_the_inventory():
-    result = run_pytest("-q", "-rs", "-m", "b300")
-    assert result.returncode == 0, result.stdout
-    assert "no host with hardware 'b300' in inventory" in result.stdout
-    assert "hosts/local.yaml" in result.stdout
+EMPTY_B300 = (
+    "dayzero: no cell ran of 20 selected: 16 skipped: no host with hardware 'b300' in inventory "
+    f"{REPO}/hosts/local.yaml; 4 unsupported"
+)
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["no-xdist", "xdist"])
+def test_b300_on_the_local_inventory_tests_nothing_and_exits_non_zero_saying_why(tmp_path, workers):
+    """A nightly job that forgets its inventory skips every cell: it must not go green."""
+    result = run_pytest("-q", "-rs", "-m", "b300", f"--reports={tmp_path}", *workers)
+    assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout[-3000:]
     assert "20 skipped" in result.stdout
+    lines = result.stdout.splitlines()
+    assert EMPTY_B300 in lines, result.stdout[-3000:]
+    assert "[dayzero] 0 of 20 selected cells ran" in lines
+    assert f"[dayzero] inventory {REPO}/hosts/local.yaml; matrix {REPO}/matrix" in lines
+
+    allowed = run_pytest("-q", "-m", "b300", f"--reports={tmp_path}", "--allow-empty", *workers)
+    assert allowed.returncode == 0, allowed.stdout[-3000:]
+    assert f"{EMPTY_B300} (allowed: --allow-empty)" in allowed.stdout.splitlines()
+
+
+def test_a_dry_run_is_empty_when_the_run_would_be(tmp_path):
+    """A dry run tallies its plan: nothing to run on the local inventory is non-zero there too."""
+    result = run_pytest("-q", "-m", "b300", "--dry-run", "-n", "2", f"--reports={tmp_path}")
+    assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout[-3000:]
+    assert result.stdout.count("== kimi-k3.1-pro/b300/") == 20, "xdist does not hide the plan"
+    assert "[dayzero] 0 of 20 selected cells would run" in result.stdout
+    assert EMPTY_B300.replace("no cell ran", "no cell would run") in result.stdout.splitlines()
+    allowed = run_pytest("-q", "-m", "b300", "--dry-run", "--allow-empty", f"--reports={tmp_path}")
+    assert allowed.returncode == 0, allowed.stdout[-3000:]
+
+
+def test_a_selection_that_matches_no_cell_is_empty_too(tmp_path):
+    result = run_pytest("-q", "-m", "b300 and cpu", f"--reports={tmp_path}")
+    assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout[-3000:]
+    assert f"dayzero: no cell ran: no cell of matrix {REPO}/matrix matches the selection" in result.stdout
+    allowed = run_pytest("-q", "-m", "b300 and cpu", "--allow-empty", f"--reports={tmp_path}")
+    assert allowed.returncode == 0, allowed.stdout[-3000:]
 
 
 def test_dry_run_prints_commands_for_each_cell():
@@ -44,7 +79,7 @@ def test_dry_run_prints_commands_for_each_cell():
     assert serve and all("--tp 8" in line for line in serve)
     assert "# server[0] on b300-01 (10.20.0.11)" in out
     assert "unsupported: WideEP" in out
-    assert "needs 2 host(s) with hardware 'b300'" in out or "prefill[0] on b300-01" in out
+    assert "needs 2 b300 hosts" in out or "prefill[0] on b300-01" in out
     assert "passed" not in out and "failed" not in out
 
 
@@ -102,6 +137,26 @@ def test_n_auto_starts_one_worker_per_host_slot(tmp_path):
     }
     inventory = tmp_path / "hosts.yaml"
     inventory.write_text(yaml.safe_dump({"hosts": hosts}))
-    result = run_pytest("-n", "auto", "-m", "b300", f"--hosts={inventory}", f"--reports={tmp_path / 'r'}")
+    result = run_pytest(
+        "-n", "auto", "-m", "b300", "--allow-empty", f"--hosts={inventory}", f"--reports={tmp_path / 'r'}"
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "created: 3/3 workers" in result.stdout, result.stdout[-3000:]
+
+
+def test_a_run_where_some_cells_ran_and_others_skipped_exits_0_and_counts_them(tmp_path):
+    """Under xdist the controller counts its workers' cells: one ran on the one-host inventory,
+    the two-host one was skipped, so the run tested something."""
+    mdir = stub_matrix(tmp_path, stub_card())
+    write_yaml(mdir / "models" / "pair.yaml", stub_pair_card(port=STUB_PORT + 1))
+    inventory = stub_inventory(tmp_path, slots=1)
+    result = run_pytest(
+        "-q", "-n", "2", "-m", "low_latency or paired", f"--matrix={mdir}", f"--hosts={inventory}",
+        f"--reports={tmp_path / 'reports'}", timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = result.stdout.splitlines()
+    assert "[dayzero] 1 of 2 selected cells ran (1 passed)" in lines, result.stdout[-3000:]
+    assert f"[dayzero] 1 skipped: needs 2 cpu hosts; inventory {inventory} has 1" in lines
+    assert "[dayzero] 0 unsupported" in lines
+    assert not any(line.startswith("dayzero: no cell ran") for line in lines)

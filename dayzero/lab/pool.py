@@ -42,7 +42,20 @@ def let_go_all(steps: Sequence[tuple[str, Callable[[], None]]], say: Callable[[s
 
 
 class NoHost(Exception):  # noqa: N818 - a reason to skip, not an error
-    """No host of the inventory has the cell's hardware: the cell is skipped, not failed."""
+    """No host of the inventory has the cell's hardware: the cell is skipped, not failed.
+
+    `reason` says why without naming the cell: a run's summary counts the cells skipped for it."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
+
+
+def no_host_reason(hardware: str, inventory: Path, needed: int, have: int) -> str:
+    """Why a cell finds too few hosts, in the same words for a run, a dry run and every cell."""
+    if not have:
+        return f"no host with hardware {hardware!r} in inventory {inventory}"
+    return f"needs {needed} {hardware} hosts; inventory {inventory} has {have}"
 
 
 @dataclass
@@ -103,7 +116,7 @@ class HostPool:
     def candidates(self, hardware: str) -> tuple[Host, ...]:
         hosts = self.inventory.for_hardware(hardware)
         if not hosts:
-            raise NoHost(f"no host with hardware {hardware!r} in inventory {self.inventory.path}")
+            raise NoHost(no_host_reason(hardware, self.inventory.path, 1, 0))
         return hosts
 
     def preflight(self, host: Host, hardware: Hardware, engine: str, version_command: str = "") -> HostFacts:

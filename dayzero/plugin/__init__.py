@@ -2,7 +2,8 @@
 
 Thin on purpose (labgrid's rule): `hooks` holds options, markers, parametrization and end-of-run
 glue, `fixtures` the run's context and the cell run, `crash` the controller's answer to a worker
-that died mid-cell; everything they do is a library call.
+that died mid-cell, `tally` the run's count of its cells and the exit status of a run that
+tested nothing; everything they do is a library call.
 """
 
 from dayzero.plugin.early import pytest_load_initial_conftests

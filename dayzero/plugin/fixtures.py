@@ -17,6 +17,7 @@ import pytest
 from dayzero.plugin import signals
 from dayzero.plugin.hooks import INVENTORY_KEY, LINT_KEY, MATRIX_KEY, RUN_ID_KEY
 from dayzero.plugin.options import option_path
+from dayzero.plugin.tally import record_skip
 from dayzero.report import allure_cell
 from dayzero.report.nightly import Baseline
 from dayzero.run.cell import NoHost, RunContext, candidate_hosts, new_run_id, run_cell
@@ -99,6 +100,7 @@ def run_cell_checked(
         try:
             candidate_hosts(dayzero_context, cell)
         except NoHost as exc:
+            record_skip(request.node, exc.reason)
             pytest.skip(str(exc))
         since = signals.received()
         try:

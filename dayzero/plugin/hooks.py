@@ -16,6 +16,7 @@ from dayzero.clock import now_iso
 from dayzero.errors import ConfigError
 from dayzero.plugin import signals
 from dayzero.plugin.options import DEFAULTS, OPTIONS, option_path
+from dayzero.plugin.tally import CellTally
 from dayzero.report import allure_env
 from dayzero.report.acceptance import write_acceptance
 from dayzero.run.cell import new_run_id
@@ -77,10 +78,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {description}")
     if _runs_suites(config) and not getattr(config.option, "allure_report_dir", None):
         config.option.allure_report_dir = str(option_path(config, "dayzero_reports") / "allure-results")
+    if config.getoption("dayzero_dry_run"):
+        config.option.dist = "no"  # the plan is printed at collection: xdist's workers would hide it
     if not hasattr(config, "workerinput") and _runs_suites(config):  # an xdist controller, or no xdist
         from dayzero.plugin.crash import CrashedCells  # it imports the fixtures, which import us
 
         config.pluginmanager.register(CrashedCells(config), "dayzero-crashed-cells")
+        config.pluginmanager.register(CellTally(config, matrix, config.stash[INVENTORY_KEY]), "dayzero-tally")
     signals.install()
 
 

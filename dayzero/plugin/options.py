@@ -35,6 +35,15 @@ OPTIONS: tuple[tuple[str, str, dict], ...] = (
         },
     ),
     (
+        "--allow-empty",
+        "dayzero_allow_empty",
+        {
+            "action": "store_true",
+            "help": "exit 0 even when no selected cell ran (no host of its hardware in the inventory, "
+            "unsupported); without it such a run exits 5 with one line saying why",
+        },
+    ),
+    (
         "--lint",
         "dayzero_lint",
         {

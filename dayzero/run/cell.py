@@ -30,7 +30,7 @@ from dayzero.clock import now_iso
 from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.lab.deploy import Deployment, run_client
 from dayzero.lab.lease import Lease
-from dayzero.lab.pool import Held, HostPool, NoHost
+from dayzero.lab.pool import Held, HostPool, NoHost, no_host_reason
 from dayzero.lab.preflight import HostFacts
 from dayzero.lab.slurm_pool import SlurmPool
 from dayzero.lab.transport import Transport, network_address
@@ -127,9 +127,8 @@ def candidate_hosts(ctx: RunContext, cell: Cell) -> tuple[Host, ...]:
     hosts = ctx.pool.candidates(cell.hardware)
     needed = hosts_needed(ctx.matrix.card(cell), cell)
     if len(hosts) < needed:
-        raise NoHost(
-            f"{cell.id} needs {needed} {cell.hardware} hosts; inventory {ctx.inventory.path} has {len(hosts)}"
-        )
+        reason = no_host_reason(cell.hardware, ctx.inventory.path, needed, len(hosts))
+        raise NoHost(f"{cell.id} {reason}", reason)
     return hosts
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from dayzero.lab import slurm
+from dayzero.lab.pool import no_host_reason
 from dayzero.redact import redact
 from dayzero.run import records
 from dayzero.spec import mamba
@@ -66,18 +67,23 @@ def slurm_text(inventory: Inventory, cell: Cell, recipe: Recipe, indent: str, ti
     return redact("\n".join(lines), inventory.secrets)
 
 
+def no_run(matrix: Matrix, inventory: Inventory, cell: Cell) -> str:
+    """Why a supported cell would find no host(s) in the inventory (the same for every such cell:
+    a run's summary counts cells by it), or "" when it would run."""
+    needed, hosts = hosts_for(matrix, cell, inventory)
+    if len(hosts) >= needed:
+        return ""
+    return no_host_reason(cell.hardware, inventory.path, needed, len(hosts))
+
+
 def dry_run_text(matrix: Matrix, inventory: Inventory, cell: Cell, heartbeat_timeout: float = 120.0) -> str:
     """A cell under `--dry-run`: the host(s) it would use and the exact commands, or why none."""
     head = f"== {cell.id}  [{published_word(cell)}]"
     if not cell.supported:
         return f"{head}\n   unsupported: {cell.reason}"
-    needed, hosts = hosts_for(matrix, cell, inventory)
-    if len(hosts) < needed:
-        return (
-            f"{head}\n   no run: needs {needed} host(s) with hardware {cell.hardware!r}, "
-            f"inventory {inventory.path} has {len(hosts)}"
-        )
-    recipe = render(matrix, cell, hosts)
+    if why := no_run(matrix, inventory, cell):
+        return f"{head}\n   no run: {why}"
+    recipe = render(matrix, cell, hosts_for(matrix, cell, inventory)[1])
     if inventory.slurm and inventory.slurm.for_hardware(cell.hardware):
         return (
             f"{head}  recipe {recipe.digest}\n{slurm_text(inventory, cell, recipe, '   ', heartbeat_timeout)}"

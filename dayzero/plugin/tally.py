@@ -1,0 +1,107 @@
+"""The controller's tally of the selected cells, its terminal summary, and the exit status of a
+run that tested nothing (`dayzero.run.tally`).
+
+Glue only: `pytest_configure` registers `CellTally` on the controller of a run of the suites
+(xdist's workers send it their reports). A run in which no selected cell ran exits 5 (pytest's
+"no tests ran") with one line saying why, unless `--allow-empty`; a dry run is tallied from its
+plan (`dayzero.run.preview.no_run`), `--collect-only` keeps pytest's own status.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dayzero.plugin.options import option_path
+from dayzero.run.preview import no_run
+from dayzero.run.tally import SKIPPED, UNSUPPORTED, WOULD_RUN, Tally, cell_outcome, tally
+from dayzero.spec.inventory import Inventory
+from dayzero.spec.matrix import Cell, Matrix
+
+SKIP_PROPERTY = "dayzero_skip"  # a user property: why a cell was skipped, without its id
+
+
+def record_skip(item: pytest.Item, reason: str) -> None:
+    """Keep why the cell is skipped on its report (it travels from an xdist worker)."""
+    item.user_properties.append((SKIP_PROPERTY, reason))
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    for name, value in report.user_properties:
+        if name == SKIP_PROPERTY:
+            return str(value)
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return ""
+
+
+class CellTally:
+    """What became of each selected cell, counted from its test reports."""
+
+    def __init__(self, config: pytest.Config, matrix: Matrix, inventory: Inventory):
+        self.config = config
+        self.matrix = matrix
+        self.inventory = inventory
+        self.cells = {c.id: c for c in matrix.cells}
+        self.outcomes: dict[str, tuple[str, str]] = {}
+        self.result: Tally | None = None
+
+    def _cell(self, nodeid: str) -> Cell | None:
+        head, _, param = nodeid.partition("[")
+        return self.cells.get(param[:-1]) if head and param.endswith("]") else None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        cell = self._cell(report.nodeid)
+        if cell is None:
+            return
+        if report.skipped and not cell.supported:
+            self.outcomes[cell.id] = (UNSUPPORTED, "")
+            return
+        previous = self.outcomes.get(cell.id)
+        self.outcomes[cell.id] = cell_outcome(previous, report.when, report.outcome, _skip_reason(report))
+
+    def _planned(self, session: pytest.Session) -> list[tuple[str, str]]:
+        """A dry run's outcomes: what each selected cell would do."""
+        outcomes = []
+        for item in session.items:
+            cell = getattr(item, "callspec", None) and item.callspec.params.get("cell")
+            if not isinstance(cell, Cell):
+                continue
+            if not cell.supported:
+                outcomes.append((UNSUPPORTED, ""))
+            elif why := no_run(self.matrix, self.inventory, cell):
+                outcomes.append((SKIPPED, why))
+            else:
+                outcomes.append((WOULD_RUN, ""))
+        return outcomes
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        config = self.config
+        allow_empty = config.getoption("dayzero_allow_empty")
+        if config.option.collectonly:
+            if allow_empty and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+                session.exitstatus = pytest.ExitCode.OK
+            return
+        dry_run = config.getoption("dayzero_dry_run")
+        outcomes = self._planned(session) if dry_run else list(self.outcomes.values())
+        self.result = tally(
+            outcomes,
+            str(option_path(config, "dayzero_hosts")),
+            str(option_path(config, "dayzero_matrix")),
+            dry_run=dry_run,
+        )
+        if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            return  # failed or interrupted already says it
+        if self.result.empty:
+            session.exitstatus = pytest.ExitCode.OK if allow_empty else pytest.ExitCode.NO_TESTS_COLLECTED
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        result = self.result
+        if result is None:
+            return
+        for line in result.summary():
+            terminalreporter.write_line(f"[dayzero] {line}")
+        if result.empty:
+            allowed = " (allowed: --allow-empty)" if self.config.getoption("dayzero_allow_empty") else ""
+            terminalreporter.write_line(result.why_empty() + allowed, red=not allowed, bold=True)
