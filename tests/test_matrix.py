@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -198,3 +200,14 @@ def test_when_rules_match_on_every_key():
     assert matches({"hardware": ["b300", "h100"], "option": "hicache"}, cell)
     assert not matches({"hardware": "b300", "strategy": "baseline"}, cell)
     assert matches({"nodes": 1}, cell) and not matches({"nodes": 2}, cell)
+
+
+def test_the_readme_counts_the_kimi_cells_the_matrix_has():
+    """The README's headline numbers are the matrix's (it once said 244 where the matrix had 240)."""
+    text = (REPO / "README.md").read_text()
+    found = re.search(
+        r"Kimi K3\.1 Pro day-0 matrix \((\d+) accelerator kinds, SGLang recipes, (\d+) cells\)", text
+    )
+    assert found, "the README's sentence on the Kimi matrix changed: update this test with it"
+    cells = [c for c in load_matrix(REPO / "matrix").cells if c.model == "kimi-k3.1-pro"]
+    assert (int(found[1]), int(found[2])) == (len({c.hardware for c in cells}), len(cells))

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
 from dayzero.spec.card import GoldenPolicy, Probe
+from dayzero.spec.engine_identity import same_engine
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 PRINTABLE_MIN = 0.85
@@ -96,15 +97,16 @@ UNKNOWN = ("", "unknown")
 
 def provenance_differs(recorded: Mapping | None, recipe_digest: str, engine_version: str) -> list[str]:
     """How this run differs from the one its golden was recorded under (empty: the same, or
-    nothing known to compare). An unknown version or digest is never compared."""
+    nothing known to compare). An unknown version or digest is never compared; engine versions
+    are compared as parsed identities (`dayzero.spec.engine_identity`), not as banners."""
     recorded = recorded or {}
     out = []
-    for key, label, here in (
-        ("recipe_digest", "recipe", recipe_digest),
-        ("engine_version", "engine", engine_version),
+    for key, label, here, same in (
+        ("recipe_digest", "recipe", recipe_digest, str.__eq__),
+        ("engine_version", "engine", engine_version, same_engine),
     ):
         then = str(recorded.get(key) or "")
-        if then not in UNKNOWN and here not in UNKNOWN and then != here:
+        if then not in UNKNOWN and here not in UNKNOWN and not same(then, here):
             out.append(f"golden recorded under {label} {then}, this run {here}")
     return out
 

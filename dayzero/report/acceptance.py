@@ -42,6 +42,7 @@ from dayzero.errors import ConfigError
 from dayzero.escape import escape
 from dayzero.redact import redact
 from dayzero.report import claims as claims_table
+from dayzero.spec.engine_identity import same_engine
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import MissingValue, digest, hosts_needed, placeholder_hosts, render
 
@@ -113,7 +114,7 @@ def stale_reasons(
     if doc["recipe"]["digest"] != recipe_digest:
         reasons.append(f"recipe changed (digest {doc['recipe']['digest'] or 'none'} -> {recipe_digest})")
     version = doc["engine"]["version"]
-    if current_engine and version not in ("", UNKNOWN) and version != current_engine:
+    if current_engine and version not in ("", UNKNOWN) and not same_engine(version, current_engine):
         reasons.append(f"engine changed ({version} -> {current_engine})")
     finished = _parse_time(doc["run"]["finished"])
     if finished is not None:
@@ -163,7 +164,7 @@ def row_for(
                 "published as verified by the recipe's authors; no dayzero evidence or accepted submission"
             )
             return Row(cell, "Published", detail, f"published: {source}" if source else "published")
-        return Row(cell, "Pending", "", "published")
+        return Row(cell, "Pending", "", "matrix")  # nobody published it: the matrix says it is to run
     path, doc = found
     when = doc["run"]["finished"][:10]
     engine = doc["engine"]["version"]
