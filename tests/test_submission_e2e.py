@@ -1,9 +1,9 @@
 """A vendor submission from a real cpu run: packed, checked clean, accepted into the table.
 
-The run is real (llama-server, SmolLM2, the four cpu cells through `pytest -m cpu`), once per
-module, against a copy of the matrix whose floor bounds a loaded machine cannot miss (see
-`relaxed_matrix`); the checker then recomputes every claim of that run from its raw records.
-The corpus of hostile bundles is replayed on the real bundle as well.
+The run is real (llama-server and SGLang 0.5.23, SmolLM2, the six one-host cpu cells through
+`pytest -m cpu`), once per module, against a copy of the matrix whose floor bounds a loaded
+machine cannot miss (see `relaxed_matrix`); the checker then recomputes every claim of that run
+from its raw records. The corpus of hostile bundles is replayed on the real bundle as well.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from .submission_corpus.hostile import CASES, Case
 from .submission_corpus.lab import VENDOR, Lab, lab_from_run, relaxed_matrix
 
 pytestmark = [pytest.mark.e2e, needs_engine]
-CPU_CELLS = [
+CPU_CELLS = [  # the one-host cells of both engines (SGLang's ngram_spec is unsupported on cpu)
     "smollm2-135m/cpu+llama.cpp/high_throughput/baseline",
     "smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec",
     "smollm2-135m/cpu+llama.cpp/low_latency/baseline",
     "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec",
+    "smollm2-135m/cpu+sglang/high_throughput/baseline",
+    "smollm2-135m/cpu+sglang/low_latency/baseline",
 ]
 
 
@@ -87,11 +89,16 @@ def test_real_bundle_packs_checks_clean_and_every_claim_is_recomputed(real_lab):
     from dayzero.run.records import metrics_for
 
     assert {metrics_for(rel) for rel in subject.records} == set(subject.metrics)
+    engine_of = {
+        metrics_for(rel): doc["engine"]["name"] for doc in subject.evidence.values() for rel in doc["records"]
+    }
     for rel, snapshots in subject.metrics.items():
-        assert phase_totals("llama.cpp", snapshots).generated > 0, rel
+        assert phase_totals(engine_of[rel], snapshots).generated > 0, rel
     system = json.loads((bundle.root / "submission.json").read_text())["system"]
-    assert system["engines"][0]["version"].startswith("llama-cpp-python")
-    assert system["engines"][0]["image_digest"].startswith("sha256:")
+    engines = {e["name"]: e for e in system["engines"]}
+    assert engines["llama.cpp"]["version"].startswith("llama-cpp-python")
+    assert engines["sglang"]["version"] == "sglang 0.5.23"
+    assert all(e["image_digest"].startswith("sha256:") for e in engines.values())
     assert system["hosts"][0]["name"] == "local" and system["controller"]["cpus"]
 
 
@@ -119,3 +126,71 @@ def test_hostile_variants_of_the_real_bundle_are_rejected(real_lab, case: Case, 
         assert report.exit_code == 2
     else:
         assert case.requirement in {f.requirement for f in report.findings}, "\n".join(report.lines())
+
+
+# -- the real SGLang cells: SGLang's own log and counters are the engine's account ------------------
+
+
+def _sglang_members(real_lab) -> tuple[dict, str]:
+    from .submission_corpus.hostile import evidence_name
+
+    members = real_lab.members()
+    return members, evidence_name(members, engine="sglang")
+
+
+def _resigned(real_lab, members: dict, tmp_path) -> object:
+    from .submission_corpus.hostile import out
+    from .submission_corpus.tarkit import resign, write_members
+
+    members = resign(members, real_lab.key, VENDOR, tmp_path)
+    return real_lab.check(write_members(out(tmp_path, "sglang-edited"), members))
+
+
+def test_real_sglang_cells_are_in_the_accepted_bundle_with_their_own_account(real_lab):
+    """The bundle's SGLang cells: evidence names sglang 0.5.23, every phase has SGLang's counters
+    around it and its log accounts for each request (--log-requests), and the check is clean."""
+    from dayzero.checks.server_metrics import phase_totals
+    from dayzero.submission.engine_logs.sglang import parse
+
+    from .submission_corpus.hostile import run_file
+
+    members, ev = _sglang_members(real_lab)
+    doc = json.loads(members[ev])
+    assert doc["engine"] == {"name": "sglang", "version": "sglang 0.5.23"}
+    account = parse(members[run_file(members, ev, ".log")].decode())
+    assert account.ready and len(account.served) > 0 and all(s.generated > 0 for s in account.served)
+    for rel in doc["records"]:
+        snaps = json.loads(members[rel.replace(".json", ".metrics.json")])
+        assert phase_totals("sglang", snaps).generated > 0, rel
+    assert real_lab.check(real_lab.bundle).accepted
+
+
+def test_one_sglang_log_line_changed_is_rejected(real_lab, tmp_path):
+    """SGLang says it generated one token more for one request than the client received."""
+    from .submission_corpus.hostile import run_file
+
+    members, ev = _sglang_members(real_lab)
+    log = run_file(members, ev, ".log")
+    text = members[log].decode()
+    line = [x for x in text.splitlines() if "] Finish: obj=" in x and "HEALTH_CHECK" not in x][-1]
+    n = int(re.search(r"'completion_tokens': (\d+)", line).group(1))
+    forged = line.replace(f"'completion_tokens': {n},", f"'completion_tokens': {n + 1},")
+    assert forged != line
+    report = _resigned(real_lab, {**members, log: text.replace(line, forged).encode()}, tmp_path)
+    assert not report.accepted
+    assert "engine.records" in {f.requirement for f in report.findings}, report.lines()
+
+
+def test_one_sglang_counter_changed_is_rejected(real_lab, tmp_path):
+    """A phase's sglang:generation_tokens_total after the phase, raised by 7."""
+    members, ev = _sglang_members(real_lab)
+    doc = json.loads(members[ev])
+    rel = next(r for r in doc["records"] if "-r0.json" in r).replace(".json", ".metrics.json")
+    snaps = json.loads(members[rel])
+    body = snaps["after"][0]["body"]
+    m = re.search(r'^(sglang:generation_tokens_total\{[^}]*is_streaming="true"[^}]*\}) (\S+)$', body, re.M)
+    forged = body.replace(m.group(0), f"{m.group(1)} {float(m.group(2)) + 7}")
+    snaps["after"][0]["body"] = forged
+    report = _resigned(real_lab, {**members, rel: json.dumps(snaps).encode()}, tmp_path)
+    assert not report.accepted
+    assert "engine.metrics" in {f.requirement for f in report.findings}, report.lines()

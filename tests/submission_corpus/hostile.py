@@ -36,8 +36,10 @@ def first(members: Members, prefix: str, suffix: str = "") -> str:
     return next(n for n in sorted(members) if n.startswith(prefix) and n.endswith(suffix))
 
 
-def evidence_name(members: Members, mode: str = "low_latency", strategy: str = "baseline") -> str:
-    return first(members, f"evidence/smollm2-135m__cpu+llama.cpp__{mode}__{strategy}__")
+def evidence_name(
+    members: Members, mode: str = "low_latency", strategy: str = "baseline", engine: str = "llama.cpp"
+) -> str:
+    return first(members, f"evidence/smollm2-135m__cpu+{engine}__{mode}__{strategy}__")
 
 
 def run_file(members: Members, evidence: str, suffix: str) -> str:
