@@ -104,19 +104,24 @@ def relaxed_matrix(dest: Path) -> Path:
             "prompts_per_concurrency": 1,
             "min_prompts": 4,
         }
-        for rule in data.get("floors", []):
-            if "min" in rule:
-                rule["min"] = 0.01
-            if "max" in rule:
-                rule["max"] = 1e9
-            rule.pop("num_prompts", None)
-            rule.pop("repetitions", None)
-        for rule in data.get("accuracy", []):
-            rule["limit"], rule["threshold"] = min(rule.get("limit") or 8, 8), 0.0
-        for rule in data.get("speculative", []):
-            rule["num_prompts"] = min(rule.get("num_prompts", 4), 2)
+        for part in (data, *(data.get("engines") or {}).values()):  # each engine's own rules too
+            _relax_rules(part)
         card.write_text(yaml.safe_dump(data, sort_keys=False))
     return dest
+
+
+def _relax_rules(data: dict) -> None:
+    for rule in data.get("floors", []):
+        if "min" in rule:
+            rule["min"] = 0.01
+        if "max" in rule:
+            rule["max"] = 1e9
+        rule.pop("num_prompts", None)
+        rule.pop("repetitions", None)
+    for rule in data.get("accuracy", []):
+        rule["limit"], rule["threshold"] = min(rule.get("limit") or 8, 8), 0.0
+    for rule in data.get("speculative", []):
+        rule["num_prompts"] = min(rule.get("num_prompts", 4), 2)
 
 
 def clean_harness() -> Harness:
