@@ -83,7 +83,7 @@ def test_engine_axis_cells_carry_their_engine_and_card():
     assert matrix.engines("smollm2-135m") == ["llama.cpp", "sglang"]
     assert matrix.engines("kimi-k3.1-pro") == ["sglang"]
     spec = matrix.cell("smollm2-135m/cpu+sglang/low_latency/ngram_spec")
-    assert spec.published == "unsupported" and "target-verify" in spec.reason
+    assert spec.published == "unsupported" and "sgl_kernel.speculative" in spec.reason
     assert {"sglang", "llama.cpp"} <= set(matrix.marker_names)
     # a kind one engine serves keeps the plain id
     assert all("+" not in c.id.split("/")[1] for c in matrix.cells if c.model == "kimi-k3.1-pro")
