@@ -1,6 +1,8 @@
 """Cells across hosts, for real: the multi-node cell (llama.cpp RPC: rpc-server on rank 1,
 llama-server --rpc on rank 0) and the routed cell (two llama-server workers behind the SGLang
-router) over a 3-host SSH testbed, beside the single-host cells, and faults across hosts.
+router) over a 3-host SSH testbed, beside the single-host cells, and faults across hosts; the
+same for real SGLang 0.5.23 (2-node tensor parallel, two workers behind the router, Ctrl-C at
+several instants of an SGLang cell).
 
 Every test ends by checking that nothing is left on any host: no process bound to a host's
 address or naming its workdir (servers, rpc-server, router, watchdogs), no lease.
@@ -78,9 +80,10 @@ def left_on(lab) -> list[str]:
         left += processes_matching(f"--host {h.address} ")
         left += [p for p in processes_matching(str(workdir)) if "sshd" not in p]
         left += [str(p) for p in (workdir / "leases").glob("slot-*")]
-    # The SGLang router renames its process `sglang::router` (its command line, address included,
-    # is gone), so it is found by that name: e2e tests run one at a time, any router is a cell's.
-    return left + processes_matching("sglang::router")
+    # SGLang renames its processes (`sglang::scheduler`, `sglang::detokenizer`, the router
+    # `sglang::router`): their command lines, address included, are gone, so they are found by
+    # that name: e2e tests run one at a time, any such process is a cell's.
+    return left + processes_matching("sglang::")
 
 
 def nothing_left(lab, within: float = 30.0) -> list[str]:
@@ -432,3 +435,77 @@ def test_sigint_at_any_instant_of_a_cell_across_two_hosts_ends_the_run_interrupt
         run(f"leased-{offset}", offset)
     print("the phase each SIGINT reached:", reached)
     assert len(set(reached.values())) >= 5, f"the sweep covers few of the cell's phases: {reached}"
+
+
+# -- real SGLang across hosts -----------------------------------------------------------------------
+
+TP2 = "smollm2-135m/cpu+sglang/tp2_nodes/baseline"
+SGLANG_ROUTED = "smollm2-135m/cpu+sglang/routed/baseline"
+
+
+def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, quick_matrix, tmp_path):
+    """SGLang 0.5.23 itself across hosts: one server tensor-parallel over two hosts (--tp 2
+    --nnodes 2, one rank per host over gloo, rendered by the Kimi cells' multinode_args path) and
+    two SGLang workers behind sglang-router. Both pass; nothing is left on any host afterwards
+    (no launcher, no sglang::scheduler, sglang::detokenizer or sglang::router, no lease)."""
+    inv, reports = inventory(bed), tmp_path / "reports"
+    result = subprocess.run(
+        pytest_cmd(
+            quick_matrix,
+            "-m",
+            "cpu and sglang and (tp2_nodes or routed)",
+            f"--hosts={inv}",
+            f"--reports={reports}",
+            "-rA",
+        ),  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert "2 passed" in result.stdout, result.stdout[-2000:]
+    docs = evidence(reports)
+    assert set(docs) == {TP2, SGLANG_ROUTED}
+    for doc in docs.values():
+        assert doc["verdict"] == "passed" and doc["engine"] == {"name": "sglang", "version": "sglang 0.5.23"}
+        assert len({h["name"] for h in doc["hosts"]}) == 2
+    tp = docs[TP2]["recipe"]["launches"]
+    assert [(x["role"], x["rank"]) for x in tp] == [("server", 0), ("server", 1)]
+    assert tp[0]["host"] != tp[1]["host"] and [x["endpoint"] for x in tp] == [True, False]
+    addrs = {re.search(r"--dist-init-addr (\S+)", x["command"]).group(1) for x in tp}
+    assert len(addrs) == 1, addrs  # both ranks meet at rank 0's address
+    for x in tp:
+        assert "--tp 2" in x["command"] and "--nnodes 2" in x["command"]
+        assert f"--node-rank {x['rank']}" in x["command"]
+    routed = docs[SGLANG_ROUTED]["recipe"]["launches"]
+    assert {x["role"] for x in routed} == {"worker1", "worker2", "router"}
+    assert any("sglang_router.launch_router" in x["command"] for x in routed)
+    assert len(docs[SGLANG_ROUTED]["logs"]) == 3 and len(docs[TP2]["logs"]) == 2
+    assert not nothing_left(bed)
+
+
+SGLANG_SWEEP = (  # (after the line with, offset s): what of SGLang's process tree is up then
+    ("started server[0]", 1.0),  # the launcher importing (no scheduler yet)
+    ("started server[0]", 20.0),  # scheduler and detokenizer spawned, weights loading, not ready
+    ("ready after", 0.5),  # probes: launcher, scheduler, detokenizer all serving
+    ("ready after", 8.0),  # goldens / measurement under load
+)
+
+
+@pytest.mark.parametrize(("after", "offset"), SGLANG_SWEEP, ids=[f"{a}+{o}s" for a, o in SGLANG_SWEEP])
+def test_sigint_at_instants_of_an_sglang_cell_leaves_nothing(bed, quick_matrix, tmp_path, after, offset):
+    """A terminal's Ctrl-C at several instants of a real SGLang cell on an SSH host, from the
+    launcher's imports to the measurement: the run ends interrupted, the cell is never failed, and
+    no SGLang process (launcher, sglang::scheduler, sglang::detokenizer), watchdog or lease is left."""
+    reports = tmp_path / "reports"
+    args = [
+        "-m", "cpu and sglang and low_latency and baseline", f"--matrix={quick_matrix}",
+        f"--hosts={inventory(bed)}", f"--reports={reports}", "--heartbeat-timeout=60",
+    ]  # fmt: skip
+    code, out, sent = run_interrupted(args, offset, after=after)
+    when = f"{offset}s after {after!r}"
+    assert sent != float("inf"), f"never saw {after!r}:\n{out[-3000:]}"
+    assert_ended_interrupted(reports, code, out, sent, when)
+    left = nothing_left(bed)
+    assert not left, f"SIGINT {when} left on the hosts: {left}\n{out[-3000:]}"
