@@ -100,13 +100,13 @@ def test_a_roles_step_starts_the_deployments_switch_before_anything_else():
 # -- a real Slurm ----------------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
-@needs_engine
 # Every llama.cpp cell and SGLang's one-rank cell: SGLang's cold start (~45 s a launch) keeps its
 # other cells to the SSH testbed (test_multihost_e2e), where they run across hosts.
 SLURM_CELLS = "cpu and (llama.cpp or (sglang and low_latency))"
 
 
+@pytest.mark.e2e
+@needs_engine
 def test_every_cpu_cell_runs_through_slurm_with_two_workers(bed, tmp_path):
     reports = tmp_path / "reports"
     result = run_pytest(
