@@ -210,3 +210,19 @@ def test_a_golden_recorded_under_another_recipe_or_engine_is_flagged_in_the_deta
     assert flag in table[LL_BASE].detail
     assert "golden recorded" not in table[HT_BASE].detail
     assert flag in write_acceptance(matrix, reports, now=NOW).read_text()
+
+
+def test_engines_side_by_side_grid_for_a_kind_served_by_two_engines(tmp_path, matrix_dir):
+    """smollm2 on cpu is served by llama.cpp and SGLang: one grid, a row per mode/strategy and a
+    column per engine; a mode one engine lacks shows a dash; Kimi (one engine per kind) has none."""
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    evidence.write(reports, doc(matrix, LL_BASE, finished=NOW - dt.timedelta(days=1)))
+    md = write_acceptance(matrix, reports, now=NOW).read_text()
+    grid = md[md.index("## Engines side by side: smollm2-135m on cpu: llama.cpp vs sglang") :]
+    assert "| low_latency/baseline | Verified | Pending |" in grid
+    assert "| rpc_split/baseline | Pending | — |" in grid and "| tp2_nodes/baseline | — | Pending |" in grid
+    assert "| low_latency/ngram_spec | Pending | Unsupported |" in grid
+    assert md.count("## Engines side by side") == 1
+    html = write_acceptance(matrix, reports, now=NOW).with_suffix(".html").read_text()
+    assert "Engines side by side: smollm2-135m on cpu: llama.cpp vs sglang" in html

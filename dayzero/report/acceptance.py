@@ -42,6 +42,7 @@ from dayzero.errors import ConfigError
 from dayzero.escape import escape
 from dayzero.redact import redact
 from dayzero.report import claims as claims_table
+from dayzero.report import engines as engine_grids
 from dayzero.spec.engine_identity import same_engine
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import MissingValue, digest, hosts_needed, placeholder_hosts, render
@@ -252,6 +253,7 @@ def to_markdown(table: list[Row], base: Path) -> str:
         detail, source = escape(redact(r.detail), "markdown"), escape(r.source, "markdown")
         lines.append(f"| `{escape(r.cell.id, 'code')}` | {r.status} | {detail} | {source} | {link} |")
     lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(_counts(table).items())), ""]
+    lines += engine_grids.to_markdown(engine_grids.grids(table))
     if answered := [c for r in table for c in r.claims]:
         lines += [
             "## Claims",
@@ -285,14 +287,15 @@ def to_html(table: list[Row], base: Path) -> str:
     def esc(value: str) -> str:
         return escape(value, "html")
 
+    def badge(status: str) -> str:
+        return f'<span class="badge" style="background:{BADGE_COLOURS[status]}">{esc(status)}</span>'
+
     body = []
     for r in table:
         link = f'<a href="{esc(_href(r.evidence, base))}">json</a>' if r.evidence else ""
         body.append(
             f'<tr data-cell="{esc(r.cell.id)}" data-status="{esc(r.status)}">'
-            f"<td><code>{esc(r.cell.id)}</code></td>"
-            f'<td><span class="badge" style="background:{BADGE_COLOURS[r.status]}">'
-            f"{esc(r.status)}</span></td>"
+            f"<td><code>{esc(r.cell.id)}</code></td><td>{badge(r.status)}</td>"
             f"<td>{esc(redact(r.detail))}</td><td>{esc(r.source)}</td><td>{link}</td></tr>"
         )
     totals = ", ".join(f"{k} {v}" for k, v in sorted(_counts(table).items()))
@@ -311,6 +314,7 @@ def to_html(table: list[Row], base: Path) -> str:
             *body,
             "</tbody></table>",
             f"<p>Totals: {esc(totals)}</p>",
+            *engine_grids.to_html(engine_grids.grids(table), esc, badge),
             *_claims_html([c for r in table for c in r.claims], esc),
             "</body></html>",
             "",
