@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dayzero.errors import CommandTimeout, InfrastructureError
+from dayzero.lab import presence
+from dayzero.lab.presence import RoleCheck
 from dayzero.lab.transport import Transport
 from dayzero.redact import redact
 from dayzero.spec.matrix import Hardware
@@ -114,8 +117,17 @@ def driver_version(transport: Transport, tool: str) -> str:
     return (" ".join(out.split())[:200] or UNKNOWN) if ok else UNKNOWN
 
 
-def gather(transport: Transport, hardware: Hardware, engines: dict[str, str], secrets=()) -> HostFacts:
-    """Collect facts and judge them against the inventory's claims; never raises for a bad host."""
+def gather(
+    transport: Transport,
+    hardware: Hardware,
+    engines: dict[str, str],
+    secrets=(),
+    roles: Sequence[RoleCheck] = (),
+) -> HostFacts:
+    """Collect facts and judge them against the inventory's claims; never raises for a bad host.
+    Every role's program must run after the host's engine_setup (`dayzero.lab.presence`) before
+    the engine's version command is trusted: a version command that ends in a pipe exits 0 with
+    `not found` as its output."""
     host = transport.host
     problems: list[str] = []
     try:
@@ -154,8 +166,12 @@ def gather(transport: Transport, hardware: Hardware, engines: dict[str, str], se
     else:
         problems.append(f"workdir {host.workdir} not usable: {out[-200:]}")
     versions = {}
+    absent = presence.problems(
+        ((check, *_run(transport, presence.check_command(host, check), 120)) for check in roles), host.name
+    )
+    problems += [redact(p, secrets) for p in absent]
     setup = f"{host.engine_setup}\n" if host.engine_setup else ""
-    for engine, command in engines.items():
+    for engine, command in ({} if absent else engines).items():
         ok, out = _run(transport, f"{setup}{command} 2>&1", 120)
         if ok and out:
             versions[engine] = " ".join(out.split())[:200]

@@ -32,6 +32,7 @@ from dayzero.lab.deploy import Deployment, run_client
 from dayzero.lab.lease import Lease
 from dayzero.lab.pool import Held, HostPool, NoHost
 from dayzero.lab.preflight import HostFacts
+from dayzero.lab.presence import role_checks
 from dayzero.lab.slurm_pool import SlurmPool
 from dayzero.lab.transport import Transport, network_address
 from dayzero.redact import redact, redact_file
@@ -148,6 +149,7 @@ def lease(ctx: RunContext, cell: Cell, run: CellRun) -> Held:
             needed,
             card.engine.name,
             card.engine.version_command or "",
+            roles=role_checks(card, cell),
         )
         ctx.say(f"{cell.id}: leased {', '.join(f'{x.host.name} slot {x.slot}' for x in run.held.leases)}")
     return run.held
