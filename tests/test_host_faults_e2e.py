@@ -6,6 +6,9 @@ nothing is left on the host afterwards (process, lease).
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import subprocess
 import sys
 import time
@@ -13,10 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from dayzero.errors import InfrastructureError
+from dayzero.run.cell import run_cell
 from devlab import testbed
 
-from .conftest import REPO, needs_engine
-from .test_multihost_e2e import evidence, inventory, left_on, quick_matrix  # noqa: F401 - a fixture
+from .conftest import REPO, needs_engine, processes_matching
+from .stub_cells import stub_card, stub_matrix
+from .test_multihost_e2e import context, evidence, inventory, left_on, quick_matrix  # noqa: F401 - a fixture
 from .test_secrets import files_containing
 
 pytestmark = [pytest.mark.e2e, needs_engine]
@@ -66,4 +72,47 @@ def test_an_engine_that_engine_setup_leaves_off_the_path_is_broken_naming_host_r
         assert took < 60, f"took {took:.0f}s"
         assert not left_on(bed)
     finally:
+        bed.stop()
+
+
+def test_a_floor_missed_while_a_burner_loads_the_host_is_broken_naming_the_contention(tmp_path):
+    """A CPU burner per core starts on the test host once the stub engine is ready: the phase's
+    samples see it as foreign load, and the floor it misses (set out of reach, so it is missed
+    whatever the host does) is a lab fault, "host contended: ...", not a product failure. Ends
+    within 120 s; burners, stub and lease gone afterwards."""
+    port = random.randint(20000, 29000)
+    card = stub_card(model="busy")
+    card["recipe"]["port"] = port
+    card["floors"][0]["min"] = 10**6
+    mdir = stub_matrix(tmp_path, card)
+    bed = testbed.start(1, tmp_path / "bed", port=testbed.free_port(1), variables={"ttft": "0.5"})
+    burners: list[subprocess.Popen] = []
+
+    def say(message: str) -> None:
+        if message.startswith("ready after"):
+            burn = [sys.executable, "-c", "while True: pass"]
+            burners.extend(subprocess.Popen(burn, start_new_session=True) for _ in range(os.cpu_count() or 2))
+
+    ctx = context(mdir, inventory(bed), tmp_path / "reports", say)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(
+            InfrastructureError, match=r"lab1: host contended: load [\d.]+ on \d+ cores"
+        ) as err:
+            run_cell(ctx, ctx.matrix.cell("busy/cpu/low_latency/baseline"))
+        took = time.monotonic() - t0
+        assert burners, "the burners never started"
+        assert "python" in str(err.value), err.value  # the burners, named
+        doc = evidence(tmp_path / "reports")["busy/cpu/low_latency/baseline"]
+        assert doc["verdict"] == "broken" and "host contended" in doc["error"], doc["error"]
+        assert took < 120, f"took {took:.0f}s"
+        for b in burners:
+            os.killpg(b.pid, signal.SIGKILL)
+            b.wait()
+        assert not left_on(bed) and not processes_matching(f"--port {port} ")
+    finally:
+        for b in burners:
+            if b.poll() is None:
+                os.killpg(b.pid, signal.SIGKILL)
+        ctx.close()
         bed.stop()

@@ -176,6 +176,13 @@ class Deployment:
                 "free it before running this cell"
             )
 
+    def process_groups(self) -> dict[str, list[int]]:
+        """Host -> the process groups started there (servers and their watchdogs): the cell's own."""
+        out: dict[str, list[int]] = {}
+        for s in self.started:
+            out.setdefault(s.launch.host, []).extend(p.pgid for p in (s.process, s.watchdog) if p is not None)
+        return out
+
     @property
     def url(self) -> str:
         endpoint = self.recipe.endpoint

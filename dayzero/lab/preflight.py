@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dayzero.errors import CommandTimeout, InfrastructureError
-from dayzero.lab import presence
+from dayzero.lab import hostload, presence
 from dayzero.lab.presence import RoleCheck
 from dayzero.lab.transport import Transport
 from dayzero.redact import redact
@@ -58,6 +58,7 @@ class HostFacts:
     engine_versions: dict[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     driver_version: str | None = None
+    foreign_load: dict | None = None  # a `hostload.HostLoad` sample taken at preflight, if it could be
 
     @property
     def healthy(self) -> bool:
@@ -157,6 +158,7 @@ def gather(
                     problems.append(f"accelerator memory busy: {free} of {total} GB free")
             elif free < 1.0:
                 problems.append(f"only {free} GB of memory available")
+    problems += busy_accelerators(transport, tool)
     ok, out = _run(transport, f"mkdir -p {quote(host.workdir)} && df -Pk {quote(host.workdir)} | tail -1")
     disk = None
     if ok and (m := re.search(r"\s(\d+)\s+\d+%", out)):
@@ -179,4 +181,35 @@ def gather(
             problems.append(f"engine {engine} not usable: `{command}`: {redact(out[-200:], secrets)}")
     ncpu = int(cpus) if cpus.isdigit() else None
     driver = driver_version(transport, tool)
-    return HostFacts(host.name, True, seen, total, free, disk, ncpu, versions, tuple(problems), driver)
+    load = hostload.sample(transport, interval=1.0)
+    return HostFacts(
+        host.name,
+        True,
+        seen,
+        total,
+        free,
+        disk,
+        ncpu,
+        versions,
+        tuple(problems),
+        driver,
+        load.to_json() if load else None,
+    )
+
+
+def busy_accelerators(transport: Transport, tool: str) -> list[str]:
+    """Another job's compute processes on the host's accelerators (the vendor tool's process
+    list; nothing of the cell runs yet): every number measured beside them would be skewed.
+    A list that cannot be read is no problem (the memory check above still holds)."""
+    query = hostload.PROCESS_QUERIES.get(tool)
+    if query is None:
+        return []
+    ok, out = _run(transport, query, 30)
+    try:
+        found = hostload.parse_compute_processes(tool, out) if ok else []
+    except ValueError:
+        return []
+    if not found:
+        return []
+    named = ", ".join(f"{name or '?'} (pid {pid})" for pid, name in found[:5])
+    return [f"accelerators busy: {len(found)} foreign compute process(es): {named}"]

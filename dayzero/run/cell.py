@@ -28,6 +28,7 @@ from dayzero.checks.performance import INVALID
 from dayzero.checks.speculative import source_for
 from dayzero.clock import now_iso
 from dayzero.errors import DeploymentError, InfrastructureError
+from dayzero.lab import hostload
 from dayzero.lab.deploy import Deployment, run_client
 from dayzero.lab.lease import Lease
 from dayzero.lab.pool import Held, HostPool, NoHost
@@ -318,6 +319,8 @@ def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
         keep_metrics=keep_metrics,
         engine=kind,
         recipe_digest=dep.recipe.digest,
+        watch=lambda: hostload.watching_hosts(dep.transports, dep.process_groups()),
+        max_foreign_load={h.name: h.max_foreign_load for h in (t.host for t in dep.transports.values())},
     )
 
 
