@@ -82,6 +82,9 @@ def test_a_floor_missed_while_a_burner_loads_the_host_is_broken_naming_the_conte
     within 120 s; burners, stub and lease gone afterwards."""
     port = random.randint(20000, 29000)
     card = stub_card(model="busy")
+    card["engine"]["bind"] = "{host}"  # the testbed host's own address, where its client calls
+    serve = card["recipe"]["command"]
+    card["recipe"]["command"] = [*serve[:3], "--host", "{bind}", *serve[3:]]
     card["recipe"]["port"] = port
     card["floors"][0]["min"] = 10**6
     mdir = stub_matrix(tmp_path, card)
@@ -93,7 +96,7 @@ def test_a_floor_missed_while_a_burner_loads_the_host_is_broken_naming_the_conte
             burn = [sys.executable, "-c", "while True: pass"]
             burners.extend(subprocess.Popen(burn, start_new_session=True) for _ in range(os.cpu_count() or 2))
 
-    ctx = context(mdir, inventory(bed), tmp_path / "reports", say)
+    ctx = context(mdir, inventory(bed), tmp_path / "reports", say, ready_deadline=30)
     t0 = time.monotonic()
     try:
         with pytest.raises(

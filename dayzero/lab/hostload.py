@@ -135,11 +135,15 @@ def contention(samples: Iterable[HostLoad], max_share: float) -> str:
     mean = sum(s.foreign for s in samples) / len(samples)
     if mean <= max_share * cores:
         return ""
-    busiest: dict[str, float] = {}
+    busiest: dict[str, float] = {}  # name -> the most its processes used together in one sample
     for s in samples:
-        for _, name, used in s.top:
-            busiest[name] = max(busiest.get(name, 0.0), used)
-    names = ", ".join(f"{n} ({u:.1f} cores)" for n, u in sorted(busiest.items(), key=lambda x: -x[1])[:4])
+        used: dict[str, float] = {}
+        for _, name, cores_used in s.top:
+            used[name] = used.get(name, 0.0) + cores_used
+        for name, u in used.items():
+            busiest[name] = max(busiest.get(name, 0.0), u)
+    top = sorted(((n, u) for n, u in busiest.items() if u >= 0.05), key=lambda x: -x[1])[:4]
+    names = ", ".join(f"{n} ({u:.1f} cores)" for n, u in top)
     load = max(s.load1 for s in samples)
     return (
         f"host contended: load {load:.1f} on {cores} cores, foreign processes used {mean:.2f} cores "
