@@ -15,12 +15,12 @@ HOST = Host(name="h1", hardware="cpu", transport="local", address="127.0.0.1")
 
 def test_every_program_of_a_cell_once_naming_its_roles():
     m = load_matrix(REPO / "matrix")
-    routed = m.cell("smollm2-135m/cpu/routed/baseline")
+    routed = m.cell("smollm2-135m/cpu+llama.cpp/routed/baseline")
     assert [(c.role, c.program, c.module) for c in role_checks(m.card(routed), routed)] == [
         ("worker1, worker2", "llama-server", ""),
         ("router", "python3", "sglang_router"),
     ]
-    split = m.cell("smollm2-135m/cpu/rpc_split/baseline")
+    split = m.cell("smollm2-135m/cpu+llama.cpp/rpc_split/baseline")
     assert [c.program for c in role_checks(m.card(split), split)] == ["llama-server", "rpc-server"]
 
 
