@@ -189,3 +189,40 @@ def test_a_killed_server_is_dead_even_while_its_zombie_is_unreaped(tmp_path, loc
         assert not transport.alive(proc)
     finally:
         transport.kill(proc, grace=1)
+
+
+def test_a_role_program_off_the_path_is_broken_before_anything_starts(tmp_path, local_inventory):
+    """Preflight runs each role's program check after the host's engine_setup: an engine that is
+    not there is a lab fault naming host, role and command, and nothing was launched."""
+    from dayzero.errors import InfrastructureError
+
+    card = fake_card(["dz-no-such-engine", "--port", "{port}"], port=18503)
+    card["engine"]["version_command"] = "echo fake 1.0"  # a version command that passes anyway
+    ctx = context(tmp_path, card, local_inventory())
+    with pytest.raises(
+        InfrastructureError, match=r"engine absent on local: role server runs `dz-no-such-engine`"
+    ):
+        run_cell(ctx, ctx.matrix.cells[0])
+    doc = json.loads(next((ctx.reports_dir / "evidence").glob("*.json")).read_text())
+    assert doc["verdict"] == "broken" and "not found" in doc["error"]
+    assert not list((tmp_path / "work").rglob("server-0.log")), "nothing was launched"
+
+
+@pytest.mark.parametrize(("kind", "status"), [("missing", 127), ("not executable", 126)])
+def test_a_launch_the_host_cannot_execute_is_broken(tmp_path, local_inventory, kind, status):
+    """A program only known once the host is (a placeholder, so preflight cannot check it) that the
+    shell cannot execute: the launch exits 126/127, a lab fault, not a product failure."""
+    from dayzero.errors import InfrastructureError
+
+    program = tmp_path / "engine-bin"
+    if kind == "not executable":
+        program.write_text("#!/bin/sh\nexit 0\n")
+    card = fake_card(["{engine_bin}", "--port", "{port}"], port=18504)
+    ctx = context(tmp_path, card, local_inventory(vars={"engine_bin": str(program)}))
+    with pytest.raises(
+        InfrastructureError, match=r"server\[0\] on local: `.*engine-bin` could not be executed"
+    ):
+        run_cell(ctx, ctx.matrix.cells[0])
+    doc = json.loads(next((ctx.reports_dir / "evidence").glob("*.json")).read_text())
+    assert doc["verdict"] == "broken" and f"exit {status}" in doc["error"], doc["error"]
+    assert not list((tmp_path / "work" / "leases").glob("slot-*")), "lease released"

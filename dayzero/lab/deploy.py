@@ -176,6 +176,13 @@ class Deployment:
                 "free it before running this cell"
             )
 
+    def process_groups(self) -> dict[str, list[int]]:
+        """Host -> the process groups started there (servers and their watchdogs): the cell's own."""
+        out: dict[str, list[int]] = {}
+        for s in self.started:
+            out.setdefault(s.launch.host, []).extend(p.pgid for p in (s.process, s.watchdog) if p is not None)
+        return out
+
     @property
     def url(self) -> str:
         endpoint = self.recipe.endpoint
@@ -199,6 +206,7 @@ class Deployment:
         while True:
             for s in self.started:
                 if not self.transports[s.launch.host].alive(s.process):
+                    self._unrunnable(s)
                     raise DeploymentError(
                         f"{s.launch.role}[{s.launch.rank}] on {s.launch.host} exited before the "
                         f"cell became ready ({time.monotonic() - t0:.1f}s after launch)",
@@ -250,9 +258,22 @@ class Deployment:
         """Raise DeploymentError (with log tail) if a role died, e.g. mid-benchmark."""
         for s in self.started:
             if not self.transports[s.launch.host].alive(s.process):
+                self._unrunnable(s)
                 raise DeploymentError(
                     f"{s.launch.role}[{s.launch.rank}] on {s.launch.host} died", self.tail(s)
                 )
+
+    def _unrunnable(self, s: Started) -> None:
+        """A launch whose program the host could not execute (exit 126/127) is the lab's fault:
+        the engine is missing or broken there, the recipe never ran."""
+        status = self.transports[s.launch.host].exec_failure(s.process)
+        if status is not None:
+            why = {126: "not executable", 127: "not found"}.get(status, f"exit {status}")
+            raise InfrastructureError(
+                f"{s.launch.role}[{s.launch.rank}] on {s.launch.host}: `{s.launch.argv[0]}` could not be "
+                f"executed ({why}, exit {status}) after the host's engine_setup: the engine is not "
+                f"installed there\n--- server log tail ---\n{self.tail(s)}"
+            )
 
     def tail(self, started: Started, lines: int = 60) -> str:
         return self.transports[started.launch.host].tail(started.process.log_path, lines)

@@ -16,6 +16,7 @@ from dayzero.clock import now_iso
 from dayzero.errors import InfrastructureError
 from dayzero.lab.lease import DEFAULT_TTL, Lease, LeaseKeeper, acquire_all, release
 from dayzero.lab.preflight import HostFacts, gather
+from dayzero.lab.presence import RoleCheck
 from dayzero.lab.transport import Transport, open_transport
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Hardware
@@ -119,11 +120,18 @@ class HostPool:
             raise NoHost(no_host_reason(hardware, self.inventory.path, 1, 0))
         return hosts
 
-    def preflight(self, host: Host, hardware: Hardware, engine: str, version_command: str = "") -> HostFacts:
+    def preflight(
+        self,
+        host: Host,
+        hardware: Hardware,
+        engine: str,
+        version_command: str = "",
+        roles: Sequence[RoleCheck] = (),
+    ) -> HostFacts:
         """Facts of a host for one engine, gathered before every use: the previous cell may not
-        have released its accelerator memory, a disk may have filled up."""
+        have released its accelerator memory, a disk may have filled up, an engine may be gone."""
         engines = {engine: version_command} if version_command else {}
-        facts = gather(self.transport(host), hardware, engines, self.inventory.secrets)
+        facts = gather(self.transport(host), hardware, engines, self.inventory.secrets, roles)
         self.facts[f"{host.name}:{engine}"] = facts
         return facts
 
@@ -133,7 +141,13 @@ class HostPool:
     # -- lease -----------------------------------------------------------------------------
 
     def acquire(
-        self, cell_id: str, hardware: Hardware, needed: int, engine: str, version_command: str = ""
+        self,
+        cell_id: str,
+        hardware: Hardware,
+        needed: int,
+        engine: str,
+        version_command: str = "",
+        roles: Sequence[RoleCheck] = (),
     ) -> Held:
         """Lease `needed` hosts, preflight them, and swap out any that fail until none are left.
 
@@ -156,11 +170,11 @@ class HostPool:
             held = Held(leases, LeaseKeeper(leases, self.transport), acquired="")
             try:
                 held.keeper.__enter__()
-                unfit = [
-                    (lease.host, facts)
+                checked = [
+                    (lease.host, self.preflight(lease.host, hardware, engine, version_command, roles))
                     for lease in leases
-                    if not (facts := self.preflight(lease.host, hardware, engine, version_command)).healthy
                 ]
+                unfit = [(host, facts) for host, facts in checked if not facts.healthy]
             except BaseException:
                 self._let_go(held)
                 raise

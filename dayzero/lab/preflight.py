@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dayzero.errors import CommandTimeout, InfrastructureError
+from dayzero.lab import hostload, presence
+from dayzero.lab.presence import RoleCheck
 from dayzero.lab.transport import Transport
 from dayzero.redact import redact
 from dayzero.spec.matrix import Hardware
@@ -55,6 +58,7 @@ class HostFacts:
     engine_versions: dict[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     driver_version: str | None = None
+    foreign_load: dict | None = None  # a `hostload.HostLoad` sample taken at preflight, if it could be
 
     @property
     def healthy(self) -> bool:
@@ -114,8 +118,17 @@ def driver_version(transport: Transport, tool: str) -> str:
     return (" ".join(out.split())[:200] or UNKNOWN) if ok else UNKNOWN
 
 
-def gather(transport: Transport, hardware: Hardware, engines: dict[str, str], secrets=()) -> HostFacts:
-    """Collect facts and judge them against the inventory's claims; never raises for a bad host."""
+def gather(
+    transport: Transport,
+    hardware: Hardware,
+    engines: dict[str, str],
+    secrets=(),
+    roles: Sequence[RoleCheck] = (),
+) -> HostFacts:
+    """Collect facts and judge them against the inventory's claims; never raises for a bad host.
+    Every role's program must run after the host's engine_setup (`dayzero.lab.presence`) before
+    the engine's version command is trusted: a version command that ends in a pipe exits 0 with
+    `not found` as its output."""
     host = transport.host
     problems: list[str] = []
     try:
@@ -145,6 +158,7 @@ def gather(transport: Transport, hardware: Hardware, engines: dict[str, str], se
                     problems.append(f"accelerator memory busy: {free} of {total} GB free")
             elif free < 1.0:
                 problems.append(f"only {free} GB of memory available")
+    problems += busy_accelerators(transport, tool)
     ok, out = _run(transport, f"mkdir -p {quote(host.workdir)} && df -Pk {quote(host.workdir)} | tail -1")
     disk = None
     if ok and (m := re.search(r"\s(\d+)\s+\d+%", out)):
@@ -154,8 +168,12 @@ def gather(transport: Transport, hardware: Hardware, engines: dict[str, str], se
     else:
         problems.append(f"workdir {host.workdir} not usable: {out[-200:]}")
     versions = {}
+    absent = presence.problems(
+        ((check, *_run(transport, presence.check_command(host, check), 120)) for check in roles), host.name
+    )
+    problems += [redact(p, secrets) for p in absent]
     setup = f"{host.engine_setup}\n" if host.engine_setup else ""
-    for engine, command in engines.items():
+    for engine, command in ({} if absent else engines).items():
         ok, out = _run(transport, f"{setup}{command} 2>&1", 120)
         if ok and out:
             versions[engine] = " ".join(out.split())[:200]
@@ -163,4 +181,35 @@ def gather(transport: Transport, hardware: Hardware, engines: dict[str, str], se
             problems.append(f"engine {engine} not usable: `{command}`: {redact(out[-200:], secrets)}")
     ncpu = int(cpus) if cpus.isdigit() else None
     driver = driver_version(transport, tool)
-    return HostFacts(host.name, True, seen, total, free, disk, ncpu, versions, tuple(problems), driver)
+    load = hostload.sample(transport, interval=1.0)
+    return HostFacts(
+        host.name,
+        True,
+        seen,
+        total,
+        free,
+        disk,
+        ncpu,
+        versions,
+        tuple(problems),
+        driver,
+        load.to_json() if load else None,
+    )
+
+
+def busy_accelerators(transport: Transport, tool: str) -> list[str]:
+    """Another job's compute processes on the host's accelerators (the vendor tool's process
+    list; nothing of the cell runs yet): every number measured beside them would be skewed.
+    A list that cannot be read is no problem (the memory check above still holds)."""
+    query = hostload.PROCESS_QUERIES.get(tool)
+    if query is None:
+        return []
+    ok, out = _run(transport, query, 30)
+    try:
+        found = hostload.parse_compute_processes(tool, out) if ok else []
+    except ValueError:
+        return []
+    if not found:
+        return []
+    named = ", ".join(f"{name or '?'} (pid {pid})" for pid, name in found[:5])
+    return [f"accelerators busy: {len(found)} foreign compute process(es): {named}"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from dayzero.errors import InfrastructureError
 from dayzero.lab.lease import Lease, LeaseKeeper, acquire_all, release
 from dayzero.lab.pool import Held, HostPool, NoHost, let_go_all
 from dayzero.lab.preflight import HostFacts, gather
+from dayzero.lab.presence import RoleCheck
 from dayzero.lab.slurm import (
     TRANSPORT,
     Allocation,
@@ -219,10 +221,16 @@ class SlurmPool:
         return self.hosts.facts_of(host, engine)
 
     def acquire(
-        self, cell_id: str, hardware: Hardware, needed: int, engine: str, version_command: str = ""
+        self,
+        cell_id: str,
+        hardware: Hardware,
+        needed: int,
+        engine: str,
+        version_command: str = "",
+        roles: Sequence[RoleCheck] = (),
     ) -> Held:
         if not self.serves(hardware.name):
-            return self.hosts.acquire(cell_id, hardware, needed, engine, version_command)
+            return self.hosts.acquire(cell_id, hardware, needed, engine, version_command, roles)
         kind = self.cluster.for_hardware(hardware.name)
         deadline = time.monotonic() + self.hosts.lease_wait
         held = self._slot(cell_id)
@@ -232,7 +240,7 @@ class SlurmPool:
                 unfit = [
                     (host, facts)
                     for host in held.hosts
-                    if not (facts := self._preflight(host, hardware, engine, version_command)).healthy
+                    if not (facts := self._preflight(host, hardware, engine, version_command, roles)).healthy
                 ]
                 if not unfit:
                     held.acquired = now_iso("milliseconds")
@@ -347,9 +355,11 @@ class SlurmPool:
             self._slots = port_slots(self._node_addresses())
         return self._slots
 
-    def _preflight(self, host: Host, hardware: Hardware, engine: str, version_command: str) -> HostFacts:
+    def _preflight(
+        self, host: Host, hardware: Hardware, engine: str, version_command: str, roles: Sequence[RoleCheck]
+    ) -> HostFacts:
         engines = {engine: version_command} if version_command else {}
-        facts = gather(self.transports[host.name], hardware, engines, self.hosts.inventory.secrets)
+        facts = gather(self.transports[host.name], hardware, engines, self.hosts.inventory.secrets, roles)
         self.hosts.facts[f"{host.name}:{engine}"] = facts
         return facts
 

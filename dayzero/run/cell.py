@@ -28,10 +28,12 @@ from dayzero.checks.performance import INVALID
 from dayzero.checks.speculative import source_for
 from dayzero.clock import now_iso
 from dayzero.errors import DeploymentError, InfrastructureError
+from dayzero.lab import hostload
 from dayzero.lab.deploy import Deployment, run_client
 from dayzero.lab.lease import Lease
 from dayzero.lab.pool import Held, HostPool, NoHost, no_host_reason
 from dayzero.lab.preflight import HostFacts
+from dayzero.lab.presence import role_checks
 from dayzero.lab.slurm_pool import SlurmPool
 from dayzero.lab.transport import Transport, network_address
 from dayzero.redact import redact, redact_file
@@ -147,6 +149,7 @@ def lease(ctx: RunContext, cell: Cell, run: CellRun) -> Held:
             needed,
             card.engine.name,
             card.engine.version_command or "",
+            roles=role_checks(card, cell),
         )
         ctx.say(f"{cell.id}: leased {', '.join(f'{x.host.name} slot {x.slot}' for x in run.held.leases)}")
     return run.held
@@ -315,6 +318,8 @@ def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
         keep_metrics=keep_metrics,
         engine=kind,
         recipe_digest=dep.recipe.digest,
+        watch=lambda: hostload.watching_hosts(dep.transports, dep.process_groups()),
+        max_foreign_load={h.name: h.max_foreign_load for h in (t.host for t in dep.transports.values())},
     )
 
 

@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dayzero.checks import NOT_MEASURED, CheckResult
+from dayzero.checks import FAILED, NOT_MEASURED, CheckResult
 from dayzero.checks.accuracy import check_accuracy
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import run_summary, saturation
-from dayzero.checks.performance import check_floor
+from dayzero.checks.performance import INVALID, check_floor
 from dayzero.checks.server_metrics import summed
 from dayzero.checks.speculative import check_acceptance, from_snapshots, source_for
+from dayzero.lab.hostload import HostLoad, contention
 from dayzero.run import plan
 from dayzero.run.plan import MeasurementPlan
 from dayzero.spec.card import ModelCard, Protocol
@@ -50,6 +51,11 @@ class Endpoint:
     engine: str = "llama.cpp"  # whose counters the metrics are (`source_for` kind)
     recipe_digest: str = ""
     unread: list[str] = field(default_factory=list)  # phases whose metrics could not be read
+    # The hosts' foreign load sampled while a phase runs (host -> samples), and the share of a
+    # host's cores foreign processes may use before a missed floor is the lab's (0: off).
+    watch: Callable[[], Any] = field(default=lambda: contextlib.nullcontext({}))
+    max_foreign_load: dict[str, float] = field(default_factory=dict)  # host -> share (0 or absent: off)
+    contended: dict[str, str] = field(default_factory=dict)  # phase -> "host contended: ..."
 
 
 def snapshot(ep: Endpoint) -> list[dict]:
@@ -74,13 +80,33 @@ def metered(ep: Endpoint, phase: str, send: Callable[[], dict]) -> tuple[dict, d
     """`send()` between two reads of the server's metrics; the snapshots are kept next to the
     phase's records. Returns (the client's answer, the snapshots)."""
     before = snapshot(ep)
-    answer = send()
+    with ep.watch() as loads:
+        answer = send()
     doc = {"phase": phase, "source": ep.engine, "before": before, "after": snapshot(ep)}
+    doc["host_load"] = {host: [s.to_json() for s in samples] for host, samples in loads.items()}
+    if why := contended_host(loads, ep.max_foreign_load):
+        ep.contended[phase] = why
+        ep.say(f"{phase}: {why}")
     if ep.meters:
         ep.keep_metrics(phase, doc)
     if summed(ep.engine, before) is None or summed(ep.engine, doc["after"]) is None:
         ep.unread.append(phase)  # no launch serves /metrics, or one could not be read
     return answer, doc
+
+
+def contended_host(loads: dict[str, list[HostLoad]], bounds: dict[str, float]) -> str:
+    """The first host whose foreign load passed its bound during a phase, and what it saw."""
+    seen = ((host, contention(samples, bounds.get(host, 0.0))) for host, samples in loads.items())
+    return next((f"{host}: {why}" for host, why in seen if why), "")
+
+
+def judged_for_contention(result: CheckResult, phases: list[str], ep: Endpoint) -> CheckResult:
+    """A floor missed while a host of the cell was contended is no verdict on the product: the
+    measurement is invalid (a lab fault), naming what contended the host."""
+    why = next((ep.contended[p] for p in phases if p in ep.contended), "")
+    if result.verdict != FAILED or not why:
+        return result
+    return replace(result, verdict=INVALID, message=f"{why}; the floor was missed then: {result.message}")
 
 
 def metrics_check(ep: Endpoint) -> CheckResult | None:
@@ -153,6 +179,10 @@ def measure_workload(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> Mea
     return m.measurement(answers, accelerators, processes)
 
 
+def phases(m: MeasurementPlan) -> list[str]:
+    return [m.phase(rep) for rep in range(m.runs)]
+
+
 def run_performance(
     card: ModelCard, cell: Cell, ep: Endpoint, accelerators: int, suites: Path
 ) -> Iterator[CheckResult]:
@@ -160,7 +190,7 @@ def run_performance(
         with ep.step(f"performance: {m.workload.name} at concurrency {m.concurrency}"):
             measurement = measure_workload(ep, m, accelerators)
             for floor in m.floors:
-                result = check_floor(floor, measurement)
+                result = judged_for_contention(check_floor(floor, measurement), phases(m), ep)
                 ep.attach(f"measured {floor.name}", {"verdict": result.verdict, "message": result.message})
                 yield result
 

@@ -31,6 +31,8 @@ class Host:
     vars: tuple[tuple[str, str], ...] = ()
     container: str = "none"  # docker | podman | pyxis (a Slurm node): the engine runs in an image
     container_image: str | None = None  # pyxis: the image its Slurm kind names, instead of the card's
+    # Foreign CPU (a share of the host's cores) above which a missed floor is the lab's (0: off).
+    max_foreign_load: float = 0.25
 
     @property
     def var(self) -> dict[str, str]:
@@ -208,6 +210,7 @@ def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Invent
                 python=merged.get("python", "python3"),
                 vars=tuple(sorted(merged.get("vars", {}).items())),
                 container=merged.get("container", "none"),
+                max_foreign_load=float(merged.get("max_foreign_load", 0.25)),
             )
         )
     base = path.parent

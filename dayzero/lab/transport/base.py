@@ -48,6 +48,19 @@ def watchdog_log(log_path: str) -> str:
     return f"{log_path}.watchdog"
 
 
+def exec_status_path(log_path: str) -> str:
+    """Where a launch whose program could not be executed leaves the shell's status (126/127)."""
+    return f"{log_path}.exec"
+
+
+def exec_line(command: str, log_path: str) -> str:
+    """`exec command`, except that a program the shell cannot execute (not found: 127, not
+    executable: 126) leaves its status beside the log: a lab fault, told apart from an engine
+    that started and died (`execfail` keeps the shell alive to write it)."""
+    status = quote(exec_status_path(log_path))
+    return f"shopt -s execfail; exec {command}\ns=$?; echo $s > {status}; exit $s"
+
+
 @dataclass(frozen=True)
 class CommandResult:
     command: str
@@ -119,7 +132,7 @@ class Transport(abc.ABC):
         """
         if step:
             raise InfrastructureError(f"{self.host.name}: srun flags {' '.join(step)} need a Slurm node")
-        inner = (f"{setup}\n" if setup else "") + exports(env) + f"exec {command}"
+        inner = (f"{setup}\n" if setup else "") + exports(env) + exec_line(command, log_path)
         cd = f"cd {quote(cwd)} || exit 1; " if cwd else ""
         # `;` not `&&` before setsid: `a && b &` would background the whole list in a subshell
         # that keeps our stdout pipe open until the server exits.
@@ -170,6 +183,14 @@ class Transport(abc.ABC):
         out = self.run(script, timeout=grace + 30).stdout
         line = next((x for x in out.splitlines() if x.startswith("KILLED")), "KILLED")
         return [int(p) for p in line.split()[1:]]
+
+    def exec_failure(self, proc: RemoteProcess) -> int | None:
+        """The status of a launch whose program could not be executed (`exec_line`), else None."""
+        try:
+            out = self.run(f"cat {quote(exec_status_path(proc.log_path))} 2>/dev/null", timeout=15).stdout
+        except (InfrastructureError, CommandTimeout):
+            return None
+        return int(out.strip()) if out.strip().isdigit() else None
 
     def alive(self, proc: RemoteProcess) -> bool:
         return self.run(group_alive(proc.pgid), timeout=15).ok

@@ -1,0 +1,96 @@
+"""Idle hosts, or a measurement that says it was not (`dayzero.lab.hostload`): the vendor tools'
+compute process lists, the foreign-load sampler on this machine, and the verdict rule."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from dayzero.checks import FAILED, PASSED, CheckResult
+from dayzero.checks.performance import INVALID
+from dayzero.lab.hostload import HostLoad, contention, parse_compute_processes, sample
+from dayzero.lab.preflight import busy_accelerators
+from dayzero.lab.transport.local import LocalTransport
+from dayzero.run.phases import Endpoint, judged_for_contention
+from dayzero.spec.inventory import Host
+
+from .test_preflight import fake_tool
+
+# `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits`, in
+# the format NVIDIA documents (no GPU here to record from): one line per process, none when idle.
+NVIDIA_BUSY = "4121, /usr/bin/python3, 80510\n4388, ./train, 1204\n"
+# `amd-smi process --json` (ROCm 6 format): a list per GPU, process_info per process.
+AMD_BUSY = json.dumps(
+    [
+        {"gpu": 0, "process_list": [{"process_info": {"name": "python3", "pid": 5512, "memory_usage": {}}}]},
+        {"gpu": 1, "process_list": []},
+    ]
+)
+HOST = Host(name="h", hardware="cpu", transport="local")
+
+
+def test_compute_process_lists_of_each_vendor_tool():
+    assert parse_compute_processes("nvidia-smi", NVIDIA_BUSY) == [
+        (4121, "/usr/bin/python3"),
+        (4388, "./train"),
+    ]
+    assert parse_compute_processes("nvidia-smi", "") == []
+    assert parse_compute_processes("amd-smi", AMD_BUSY) == [(5512, "python3")]
+    assert parse_compute_processes("amd-smi", "No running processes detected\n") == []
+
+
+def test_preflight_names_the_foreign_compute_processes(tmp_path, monkeypatch):
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", NVIDIA_BUSY)
+    assert busy_accelerators(LocalTransport(HOST), "nvidia-smi") == [
+        "accelerators busy: 2 foreign compute process(es): /usr/bin/python3 (pid 4121), ./train (pid 4388)"
+    ]
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", "")
+    assert busy_accelerators(LocalTransport(HOST), "nvidia-smi") == []
+
+
+def load(foreign: float, cores: int = 2, load1: float = 1.0, top=()) -> HostLoad:
+    return HostLoad(cores, load1, foreign, tuple(top))
+
+
+def test_contention_is_the_mean_foreign_load_against_a_share_of_the_cores():
+    idle = [load(0.1), load(0.4)]  # 0.25 cores on average: within 0.25 x 2 cores
+    assert contention(idle, 0.25) == ""
+    busy = [
+        load(1.9, load1=8.5, top=[(77, "burn", 0.95), (78, "burn", 0.94)]),
+        load(1.8, top=[(9, "make", 0.2)]),
+    ]
+    why = contention(busy, 0.25)
+    assert why.startswith("host contended: load 8.5 on 2 cores, foreign processes used 1.85 cores")
+    assert "burn (1.9 cores), make (0.2 cores)" in why
+    assert contention(busy, 0) == "", "0 turns the check off"
+    assert contention([], 0.25) == "", "no sample, no verdict"
+    assert contention([load(1.9, cores=16)], 0.25) == "", "the bound scales with the host's cores"
+
+
+def test_a_floor_missed_while_contended_is_invalid_and_only_then():
+    ep = Endpoint(url="", client=lambda s, t: {}, keep=lambda p, a: "")
+    ep.contended["perf-x-c1-r1"] = "lab1: host contended: load 9.0 on 2 cores"
+    missed = CheckResult("perf:x", "performance", FAILED, "3.2 < 50 tok/s")
+    judged = judged_for_contention(missed, ["perf-x-c1-r0", "perf-x-c1-r1"], ep)
+    assert judged.verdict == INVALID and judged.message.startswith("lab1: host contended: load 9.0")
+    assert judged_for_contention(missed, ["perf-y-c1-r0"], ep) == missed, "another phase was contended"
+    met = CheckResult("perf:x", "performance", PASSED, "60 >= 50 tok/s")
+    assert judged_for_contention(met, ["perf-x-c1-r1"], ep) == met, "a floor met under load stands"
+
+
+def test_the_sampler_counts_a_burner_as_foreign_unless_it_is_the_cells_own():
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        t = LocalTransport(HOST)
+        seen = sample(t, (), 1.5)
+        assert seen is not None and seen.cores == os.cpu_count()
+        mine = [used for pid, _, used in seen.top if pid == burner.pid]
+        assert mine and mine[0] > 0.5, seen
+        ours = sample(t, (burner.pid,), 1.5)  # its process group is the cell's: not foreign
+        assert ours is not None and burner.pid not in [pid for pid, _, _ in ours.top], ours
+    finally:
+        os.killpg(burner.pid, signal.SIGKILL)
+        burner.wait()
