@@ -69,7 +69,8 @@ def dayzero(*args, env=None):
 
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    """The four cpu cells, with a secret in the recipe's env and one in the host's set-up line."""
+    """The llama.cpp cpu cells (four run, two need two hosts), with a secret in the recipe's env and
+    one in the host's set-up line."""
     chromium_path()  # fails naming what to install, before the expensive part
     if not shutil.which("node"):
         pytest.fail("node (Node.js) is needed for Allure 3: run tools/setup")
@@ -105,8 +106,8 @@ def cpu_run(tmp_path_factory):
     reports = root / "reports"
     env = {"DZ_E2E_RECIPE_SECRET": RECIPE_SECRET}
     result = run_pytest(
-        "-m", "cpu", "-q", "-rA", f"--matrix={mdir}", f"--hosts={inventory}", f"--reports={reports}",
-        env=env, timeout=1800,
+        "-m", "cpu and llama.cpp", "-q", "-rA", f"--matrix={mdir}", f"--hosts={inventory}",
+        f"--reports={reports}", env=env, timeout=1800,
     )  # fmt: skip
     # A floor missed on a machine shared with other load is a verdict, not a harness fault: the
     # report and the table must tell it as it is. A lab fault (broken) is not acceptable here.
