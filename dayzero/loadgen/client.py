@@ -14,7 +14,9 @@ Raw per-request record (every summary is computed by the harness from these):
   id, kind, tag, max_tokens, send (wall-clock s), first (wall-clock s of the first content chunk),
   end (wall-clock s, body fully read), chunks (arrival of every content chunk, s after send),
   text, finish_reason, usage (the server's, if sent), timings (llama.cpp), error, proc (client
-  process), reused (keep-alive connection reused), plus session/turn for multi-turn sessions.
+  process), reused (keep-alive connection reused), plus session/turn for multi-turn sessions;
+  tool_calls (name, arguments as streamed, id) and reasoning (the reasoning field's text) where
+  the server returned any.
 """
 
 # ruff: noqa: UP041 - asyncio.TimeoutError is not the builtin TimeoutError before Python 3.11
@@ -154,7 +156,9 @@ def _body_for(req, messages=None):
     }
     body.update(req.get("extra") or {})
     if kind == "chat":
-        body["messages"] = messages if messages is not None else [{"role": "user", "content": req["prompt"]}]
+        if messages is None:
+            messages = req.get("messages") or [{"role": "user", "content": req["prompt"]}]
+        body["messages"] = messages
         return "/v1/chat/completions", body
     body["prompt"] = req["prompt"]
     return "/v1/completions", body
@@ -197,8 +201,34 @@ def _apply(event, record, kind, pieces, t):
                 record["first"] = t
             record["chunks"].append(round(t - record["send"], 6))
             pieces.append(piece)
+        delta = (choice.get("delta") or {}) if kind == "chat" else {}
+        _tool_calls(delta.get("tool_calls"), record)
+        thought = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(thought, str) and thought:
+            record["reasoning"] = record.get("reasoning", "") + thought
         if choice.get("finish_reason"):
             record["finish_reason"] = choice["finish_reason"]
+
+
+def _tool_calls(deltas, record):
+    """Streamed tool calls arrive in pieces by index: the name once, the arguments in fragments."""
+    if not isinstance(deltas, list):
+        return
+    calls = record.setdefault("tool_calls", [])
+    for d in deltas:
+        if not isinstance(d, dict):
+            continue
+        i = d.get("index", len(calls))
+        i = i if isinstance(i, int) and 0 <= i <= len(calls) else len(calls)
+        if i == len(calls):
+            calls.append({"id": None, "name": "", "arguments": ""})
+        fn = d.get("function") or {}
+        if d.get("id"):
+            calls[i]["id"] = d["id"]
+        if isinstance(fn.get("name"), str) and not calls[i]["name"]:
+            calls[i]["name"] = fn["name"]  # sent once (some servers repeat it)
+        if isinstance(fn.get("arguments"), str):
+            calls[i]["arguments"] += fn["arguments"]
 
 
 async def stream(conn, base_path, req, proc, messages=None):

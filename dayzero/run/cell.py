@@ -26,6 +26,7 @@ from dayzero.checks import FAILED, NOT_MEASURED, CheckResult
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.performance import INVALID
 from dayzero.checks.speculative import source_for
+from dayzero.checks.tool_calls import answers
 from dayzero.clock import now_iso
 from dayzero.errors import DeploymentError, InfrastructureError
 from dayzero.lab import hostload
@@ -39,9 +40,9 @@ from dayzero.lab.transport import Transport, network_address
 from dayzero.redact import redact, redact_file
 from dayzero.report.allure_cell import attach_story
 from dayzero.run import plan, records
-from dayzero.run.phases import Endpoint, metered, run_all
+from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls
 from dayzero.run.preview import launch_text
-from dayzero.spec.card import claims_for
+from dayzero.spec.card import claims_for, golden_source
 from dayzero.spec.goldens import Golden, load_golden, save_golden
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
@@ -213,9 +214,21 @@ def deploy(dep: Deployment) -> None:
 def probe(
     ctx: RunContext, cell: Cell, ep: Endpoint, record_goldens: bool, version: str = "unknown"
 ) -> list[CheckResult]:
-    """Probe answers checked against the card's expectations and, unless recording, the goldens."""
+    """Probe answers checked against the card's expectations and, unless recording, the goldens;
+    then the card's tool-use suites (`tool_calls`)."""
     with allure.step("correctness: probes and goldens"):
-        return _probe(ctx, cell, ep, record_goldens, version)
+        checks = _probe(ctx, cell, ep, record_goldens, version)
+    return checks + tool_calls(ctx, cell, ep, record_goldens)
+
+
+def tool_calls(ctx: RunContext, cell: Cell, ep: Endpoint, record_goldens: bool) -> list[CheckResult]:
+    """Tool-call conformance; trigger agreement is with the answers recorded on the cell whose
+    goldens this cell meets (the card's reference cell, or its own)."""
+    card = ctx.matrix.card(cell)
+    reference_cell, _ = golden_source(card, cell)
+    golden = None if record_goldens else load_golden(ctx.goldens_dir, reference_cell)
+    suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
+    return list(run_tool_calls(card, cell, ep, suites, golden.tool_calls if golden else {}, reference_cell))
 
 
 def _probe(
@@ -268,7 +281,14 @@ def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
         "host": run.held.hosts[0].name if run.held else "",
         "by": "dayzero golden record",
     }
-    golden = Golden(cell.id, policy, provenance, {r["id"]: r["text"] for r in outputs["records"]})
+    suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
+    tools = {
+        tp.suite.name: answers(
+            json.loads((ctx.reports_dir / records.path(ctx.run_id, cell.id, tp.phase)).read_text())["records"]
+        )
+        for tp in plan.tool_calls(ctx.matrix.card(cell), cell, suites)
+    }
+    golden = Golden(cell.id, policy, provenance, {r["id"]: r["text"] for r in outputs["records"]}, tools)
     return save_golden(ctx.goldens_dir, golden)
 
 

@@ -1,4 +1,5 @@
-"""The measurement phases of a cell run: performance floors, accuracy gate, speculative acceptance.
+"""The measurement phases of a cell run: performance floors, accuracy gate, speculative acceptance;
+and the tool-call phase the correctness step runs after the probes (`run_tool_calls`).
 
 `dayzero.run.cell.measure` calls `run_all` once the deployment is ready. Every phase sends what
 the request plan says (`dayzero.run.plan`) through the host client (`Endpoint.client`), keeps the
@@ -14,7 +15,7 @@ model card, so a CPU card can budget a short run and a B300 card the full one.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from dayzero.checks.metrics import run_summary, saturation
 from dayzero.checks.performance import INVALID, check_floor
 from dayzero.checks.server_metrics import summed
 from dayzero.checks.speculative import check_acceptance, from_snapshots, source_for
+from dayzero.checks.tool_calls import check_tool_calls
 from dayzero.lab.hostload import HostLoad, contention
 from dayzero.run import plan
 from dayzero.run.plan import MeasurementPlan
@@ -236,6 +238,27 @@ def run_speculative(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> 
             )
             ep.say(f"{result.name}: {result.message}")
             yield result
+
+
+def run_tool_calls(
+    card: ModelCard,
+    cell: Cell,
+    ep: Endpoint,
+    suites: Path,
+    reference: Mapping[str, Mapping[str, list[str]]],
+    reference_cell: str,
+) -> Iterator[CheckResult]:
+    """Each tool-use suite of the cell once, its answers held to the card's thresholds and to the
+    reference cell's recorded answers (`reference`: suite -> case -> tools called)."""
+    for tp in plan.tool_calls(card, cell, suites):
+        with ep.step(f"correctness: tool calls ({tp.suite.name}, {len(tp.suite.cases)} cases)"):
+            answer, _ = _load(ep, tp.phase, tp.concurrency, tp.requests())
+            ep.keep(tp.phase, answer)
+            for result in check_tool_calls(
+                tp.rule, tp.suite, answer["records"], reference.get(tp.suite.name), reference_cell
+            ):
+                ep.say(f"{result.name}: {result.message}")
+                yield result
 
 
 def _plain(value):

@@ -15,6 +15,8 @@ from pathlib import Path
 from dayzero.checks import FAILED, NOT_MEASURED
 from dayzero.checks.accuracy import EvalItem, EvalSet, load_eval, request_for
 from dayzero.checks.measurement import Measurement, aggregate
+from dayzero.checks.tool_calls import ToolSuite, load_suite
+from dayzero.checks.tool_calls import request_for as tool_request
 from dayzero.run import records
 from dayzero.spec.card import (
     AcceptanceRule,
@@ -24,10 +26,12 @@ from dayzero.spec.card import (
     ModelCard,
     Probe,
     Protocol,
+    ToolCallRule,
     floors_for,
     gates_for,
     golden_source,
     rules_for,
+    tool_rules_for,
 )
 from dayzero.spec.matrix import Cell
 from dayzero.spec.workloads import Workload, resolve
@@ -193,3 +197,27 @@ def speculative(card: ModelCard, cell: Cell, suites: Path) -> Iterator[Speculati
     for rule in rules_for(card, cell):
         for name in rule.workloads:
             yield SpeculativePlan(rule, resolve(card, name, suites / "workloads"))
+
+
+@dataclass(frozen=True)
+class ToolCallPlan:
+    """One tool-use suite, every case sent once at the rule's concurrency."""
+
+    rule: ToolCallRule
+    suite: ToolSuite
+
+    @property
+    def phase(self) -> str:
+        return records.tool_calls(self.suite.name)
+
+    @property
+    def concurrency(self) -> int:
+        return self.rule.concurrency
+
+    def requests(self) -> list[dict]:
+        return [tool_request(self.suite, case, self.rule) for case in self.suite.cases]
+
+
+def tool_calls(card: ModelCard, cell: Cell, suites: Path) -> Iterator[ToolCallPlan]:
+    for rule in tool_rules_for(card, cell):
+        yield ToolCallPlan(rule, load_suite(suites / "tools", rule.suite))

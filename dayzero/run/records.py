@@ -9,6 +9,7 @@ server-side account of the phase). The phases are:
     probes                              the card's probes
     accuracy-<eval>                     one accuracy gate's questions
     spec-<workload>                     speculative acceptance on one workload
+    tools-<suite>                       one tool-use suite's cases (tool-call conformance)
     perf-<workload>[-m<k>]-c<conc>-r<rep>
                                         one repetition of a performance measurement; `-m<k>` tells
                                         the k-th (k >= 1) measurement of one workload at one
@@ -35,6 +36,10 @@ _PERFORMANCE = re.compile(r"^(?:perf|throughput)-(?P<load>.+?)(?:-r\d+)?$")
 
 def accuracy(eval_name: str) -> str:
     return f"accuracy-{eval_name}"
+
+
+def tool_calls(suite: str) -> str:
+    return f"tools-{suite}"
 
 
 def speculative(workload: str) -> str:

@@ -221,6 +221,29 @@ class AcceptanceRule:
     min_accept_length: dict[str, float] = field(default_factory=dict)
 
 
+REASONING_MARKERS = ("<think>", "</think>")
+
+
+@dataclass(frozen=True)
+class ToolCallRule:
+    """Tool-call (and reasoning) conformance on a shipped suite (`dayzero.checks.tool_calls`),
+    with the card's thresholds; `reasoning` where the cell's server sets a reasoning parser."""
+
+    suite: str
+    concurrency: int
+    max_tokens: int = 256
+    min_finish_reason: float = 1.0  # answers expecting a call that end with finish_reason tool_calls
+    min_valid_arguments: float = 1.0  # calls naming an offered tool with schema-valid arguments
+    min_trigger_f1: float = 0.9  # call / no call agreement with the reference cell's answers
+    reasoning: bool = False
+    min_reasoning: float = 1.0
+    reasoning_markers: tuple[str, ...] = REASONING_MARKERS
+
+    @property
+    def name(self) -> str:
+        return f"tools:{self.suite}"
+
+
 CLAIM_UNITS = ("per_accelerator", "per_user", "per_node")
 
 
@@ -254,7 +277,7 @@ class Claim:
         return f"{self.value:g} {self.metric} {unit} on {self.workload}{at}"
 
 
-T = TypeVar("T", Floor, AccuracyGate, AcceptanceRule)
+T = TypeVar("T", Floor, AccuracyGate, AcceptanceRule, ToolCallRule)
 
 
 @dataclass(frozen=True)
@@ -293,6 +316,7 @@ class ModelCard:
     floors: tuple[Rule[Floor], ...] = _aside(default=())
     accuracy: tuple[Rule[AccuracyGate], ...] = _aside(default=())
     speculative: tuple[Rule[AcceptanceRule], ...] = _aside(default=())
+    tool_calls: tuple[Rule[ToolCallRule], ...] = _aside(default=())
     mamba_ratio: Mapping[str, float | None] = _aside(default_factory=dict)  # geometry for dayzero.spec.mamba
     goldens: GoldenReference | None = _aside(default=None)  # cross-hardware goldens, if the card has them
     claims: tuple[Claim, ...] = _aside(default=())  # published numbers the card answers to
@@ -400,6 +424,10 @@ def rules_for(card: ModelCard, cell: Cell) -> list[AcceptanceRule]:
     return _select(card, card.speculative, cell)
 
 
+def tool_rules_for(card: ModelCard, cell: Cell) -> list[ToolCallRule]:
+    return _select(card, card.tool_calls, cell)
+
+
 # --- parsing --------------------------------------------------------------------------------------------
 
 
@@ -488,6 +516,22 @@ def _speculative(path: Path | None, i: int, rule: Mapping) -> Rule[AcceptanceRul
         min_accept_length=bounds,
     )
     return Rule(accept, _points(rule.get("concurrency", MODE)), rule.get("when", {}))
+
+
+def _tool_calls(rule: Mapping) -> Rule[ToolCallRule]:
+    reasoning = rule.get("reasoning") or {}
+    item = ToolCallRule(
+        suite=rule["suite"],
+        concurrency=0,
+        max_tokens=rule.get("max_tokens", 256),
+        min_finish_reason=float(rule.get("min_finish_reason", 1.0)),
+        min_valid_arguments=float(rule.get("min_valid_arguments", 1.0)),
+        min_trigger_f1=float(rule.get("min_trigger_f1", 0.9)),
+        reasoning=bool(reasoning),
+        min_reasoning=float(reasoning.get("min", 1.0)),
+        reasoning_markers=tuple(reasoning.get("markers") or REASONING_MARKERS),
+    )
+    return Rule(item, _points(rule.get("concurrency", MODE)), rule.get("when", {}))
 
 
 def _claim(path: Path | None, i: int, data: Mapping) -> Claim:
@@ -581,6 +625,7 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
         floors=tuple(_floor(path, i, r) for i, r in enumerate(data.get("floors") or ())),
         accuracy=tuple(_gate(r) for r in data.get("accuracy") or ()),
         speculative=tuple(_speculative(path, i, r) for i, r in enumerate(data.get("speculative") or ())),
+        tool_calls=tuple(_tool_calls(r) for r in data.get("tool_calls") or ()),
         goldens=_golden_reference(data.get("goldens")),
         claims=_claims(path, data.get("claims")),
         raw=data,

@@ -1,8 +1,9 @@
-"""Golden outputs per cell, with provenance (engine version, recipe digest, date)."""
+"""Golden outputs per cell, with provenance (engine version, recipe digest, date); on a reference
+cell also its tool-call answers (which tools each case of a tool-use suite called)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dayzero import atomic
@@ -15,6 +16,7 @@ class Golden:
     policy: dict
     provenance: dict
     outputs: dict[str, str]
+    tool_calls: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # suite -> case -> names
 
 
 def golden_path(goldens_dir: Path, cell_id: str) -> Path:
@@ -29,4 +31,5 @@ def load_golden(goldens_dir: Path, cell_id: str) -> Golden | None:
 
 
 def save_golden(goldens_dir: Path, golden: Golden) -> Path:
-    return atomic.write_json(golden_path(goldens_dir, golden.cell), golden.__dict__)
+    doc = {k: v for k, v in golden.__dict__.items() if k != "tool_calls" or v}
+    return atomic.write_json(golden_path(goldens_dir, golden.cell), doc)

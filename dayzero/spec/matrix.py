@@ -239,6 +239,7 @@ ENGINE_KEYS = (
     "accuracy",
     "goldens",
     "mamba_ratio",
+    "tool_calls",
 )
 
 

@@ -6,7 +6,10 @@ and those are exactly the cases that prove the client and the checks right. It p
 SSE chunks, so in flood mode (`itl=0`) it costs far less CPU per token than the client reading
 them, which is what measuring the client's ceiling needs. It also serves llama.cpp-style
 `/metrics` speculative counters that advance with every request, to test the counter diff, or
-(`metrics_format="sglang"`) SGLang's counters as sglang 0.5.23 names and labels them.
+(`metrics_format="sglang"`) SGLang's counters as sglang 0.5.23 names and labels them, with an
+acceptance that may differ per workload (`accept_when`: code prompts accept more than prose). Asked
+with `tools`, it can answer with a tool call whose arguments are what it is told to send
+(`tool_arguments`: e.g. arguments that break the tool's schema), and stream a reasoning field.
 
 Run standalone for bench: `PYTHONPATH=tools python -m devlab.stub --port 19010 --itl 0`.
 """
@@ -36,6 +39,10 @@ class StubConfig:
     accept_rate: float = 0.5  # /metrics: accepted share of draft tokens
     tokens_per_draft: int = 4  # /metrics: draft tokens per verification step
     metrics_format: str = "llama.cpp"  # or "sglang": which engine's /metrics the stub prints
+    # /metrics: accept_rate of a request whose prompt contains the text (first match wins)
+    accept_when: tuple[tuple[str, float], ...] = ()
+    tool_arguments: str | None = None  # asked with tools: call the first one with these arguments
+    reasoning: str = ""  # chat: stream this as the reasoning field (reasoning_content) first
 
 
 BACKLOG = 4096  # 1024 streams connect at once; asyncio's default of 100 drops SYNs (1 s retries)
@@ -185,6 +192,12 @@ class StubServer:
             await self._plain(writer, 500, '{"error":{"message":"injected failure"}}')
             return True
         chat = path.endswith("/chat/completions")
+        prompt = json.dumps(body.get("messages") or body.get("prompt") or "")
+        rate = next((r for text, r in cfg.accept_when if text in prompt), cfg.accept_rate)
+        cfg = replace(cfg, accept_rate=rate)
+        if chat and body.get("tools") and cfg.tool_arguments is not None:
+            await self._tool_call(writer, body, cfg, began)
+            return True
         want = int(body.get("max_tokens", 16))
         n = min(want, cfg.stop_after) if cfg.stop_after is not None else want
         per = max(1, cfg.tokens_per_chunk)
@@ -209,6 +222,10 @@ class StubServer:
         )
         if cfg.ttft:
             await asyncio.sleep(cfg.ttft)
+        if chat and cfg.reasoning:
+            writer.write(
+                _event({**head, "choices": [{"index": 0, "delta": {"reasoning_content": cfg.reasoning}}]})
+            )
         chunks = (n + per - 1) // per
         if cfg.itl or cfg.drop_after is not None:
             due = began + cfg.ttft
@@ -259,6 +276,47 @@ class StubServer:
         await writer.drain()
         return True
 
+    async def _tool_call(self, writer, body: dict, cfg: StubConfig, began: float) -> None:
+        """One streamed tool call of the first offered tool, its arguments in two pieces, as
+        llama-server and SGLang stream them: the name first, then argument fragments."""
+        head = {
+            "id": f"stub-{self.requests}",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "stub",
+        }
+        name = body["tools"][0]["function"]["name"]
+        args = cfg.tool_arguments or ""
+        half = len(args) // 2
+        first = {"index": 0, "id": f"call_{self.requests}", "type": "function"}
+        deltas = [
+            {**first, "function": {"name": name, "arguments": ""}},
+            {"index": 0, "function": {"arguments": args[:half]}},
+            {"index": 0, "function": {"arguments": args[half:]}},
+        ]
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        if cfg.reasoning:
+            writer.write(
+                _event({**head, "choices": [{"index": 0, "delta": {"reasoning_content": cfg.reasoning}}]})
+            )
+        for d in deltas:
+            writer.write(_event({**head, "choices": [{"index": 0, "delta": {"tool_calls": [d]}}]}))
+        n = len(deltas)
+        self.counters["predicted"] += n
+        self.counters["prompt"] += 8
+        self.counters["finished"] += 1
+        self.counters["seconds"] += asyncio.get_running_loop().time() - began
+        usage = {"prompt_tokens": 8, "completion_tokens": n}
+        writer.write(
+            _event({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+            + _event({**head, "choices": [], "usage": usage})
+            + _chunk(b"data: [DONE]\n\n")
+            + b"0\r\n\r\n"
+        )
+        await writer.drain()
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -269,8 +327,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
     # accepted as llama-server's: /metrics is always served, and a run reads it around every phase
     parser.add_argument("--metrics", action="store_true")
+    parser.add_argument("--tool-arguments", help="asked with tools: call the first with these arguments")
+    parser.add_argument("--reasoning", default="", help="stream this as the reasoning field first")
     args = parser.parse_args(argv)
-    cfg = StubConfig(ttft=args.ttft, itl=args.itl, tokens_per_chunk=args.tokens_per_chunk)
+    cfg = StubConfig(
+        ttft=args.ttft,
+        itl=args.itl,
+        tokens_per_chunk=args.tokens_per_chunk,
+        tool_arguments=args.tool_arguments,
+        reasoning=args.reasoning,
+    )
     server = StubServer(cfg, args.port, args.host)
     print(f"stub serving on {server.url}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
