@@ -43,6 +43,7 @@ from dayzero.escape import escape
 from dayzero.redact import redact
 from dayzero.report import claims as claims_table
 from dayzero.report import engines as engine_grids
+from dayzero.report import speculative as accepted_table
 from dayzero.spec.engine_identity import same_engine
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import MissingValue, digest, hosts_needed, placeholder_hosts, render
@@ -61,6 +62,7 @@ class Row:
     source: str
     evidence: Path | None = None
     claims: tuple[claims_table.ClaimRow, ...] = ()  # the card's claims, as this evidence answers them
+    accepted: tuple[accepted_table.Accepted, ...] = ()  # speculative accepted length per workload
 
 
 def latest_evidence(reports_dir: Path) -> dict[str, tuple[Path, dict]]:
@@ -187,6 +189,7 @@ def row_for(
     if said := summary_line(doc.get("claims") or ()):
         flags += f"; {said}"
     answered = tuple(claims_table.rows_of(doc))
+    accepted = tuple(accepted_table.accepted_of(doc))
     reasons = stale_reasons(
         doc,
         digest(matrix.card(cell), cell),
@@ -196,9 +199,15 @@ def row_for(
     )
     if reasons:
         return Row(
-            cell, "Stale", f"{'; '.join(reasons)}; was {status} on {when}{flags}", source, path, answered
+            cell,
+            "Stale",
+            f"{'; '.join(reasons)}; was {status} on {when}{flags}",
+            source,
+            path,
+            answered,
+            accepted,
         )
-    return Row(cell, status, detail + flags, source, path, answered)
+    return Row(cell, status, detail + flags, source, path, answered, accepted)
 
 
 def rows(
@@ -266,6 +275,19 @@ def to_markdown(table: list[Row], base: Path) -> str:
         for c in answered:
             lines.append("| " + " | ".join(escape(v, "markdown") for v in c.cells()) + " |")
         lines.append("")
+    if accepted := [a for r in table for a in r.accepted]:
+        header, body = accepted_table.table(accepted)
+        lines += [
+            "## Speculative acceptance",
+            "",
+            "Accepted length per workload (1 + accepted draft tokens per verification step, from the"
+            " server's own counters around each workload; latest evidence).",
+            "",
+            "| " + " | ".join(escape(h, "markdown") for h in header) + " |",
+            "|" + "---|" * len(header),
+        ]
+        lines += ["| " + " | ".join(escape(v, "markdown") for v in row) + " |" for row in body]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -316,6 +338,7 @@ def to_html(table: list[Row], base: Path) -> str:
             f"<p>Totals: {esc(totals)}</p>",
             *engine_grids.to_html(engine_grids.grids(table), esc, badge),
             *_claims_html([c for r in table for c in r.claims], esc),
+            *_accepted_html([a for r in table for a in r.accepted], esc),
             "</body></html>",
             "",
         ]
@@ -331,6 +354,23 @@ def _claims_html(answered: list[claims_table.ClaimRow], esc) -> list[str]:
         for c in answered
     ]
     return ["<h2>Claims</h2>", f"<table><thead><tr>{head}</tr></thead><tbody>", *body, "</tbody></table>"]
+
+
+def _accepted_html(accepted: list[accepted_table.Accepted], esc) -> list[str]:
+    if not accepted:
+        return []
+    header, body = accepted_table.table(accepted)
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    rows = [
+        f'<tr data-accepted="{esc(row[1])}">' + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>"
+        for row in body
+    ]
+    return [
+        "<h2>Speculative acceptance</h2>",
+        f"<table><thead><tr>{head}</tr></thead><tbody>",
+        *rows,
+        "</tbody></table>",
+    ]
 
 
 def write_acceptance(
