@@ -51,3 +51,17 @@ def test_a_golden_from_another_recipe_is_flagged_in_evidence_and_acceptance(tmp_
     assert check["details"]["provenance_differs"] == [flag]
     row = next(r for r in rows(load_matrix(matrix_dir), reports) if r.cell.id == doc["cell"])
     assert row.status == "Verified" and flag in row.detail
+
+
+def test_a_probe_that_errored_or_missed_is_never_recorded_as_a_golden(tmp_path, monkeypatch):
+    """`dayzero golden record` on a server whose answer misses its probe (a 503 from a router whose
+    workers were not registered yet did this to a real SGLang routed cell: the golden kept "")
+    records nothing and says why."""
+    monkeypatch.setenv("DAYZERO_SUITES", str(REPO / "suites"))
+    card = stub_card(model="goldie")
+    card["recipe"]["port"] = random.randint(20000, 29000)
+    card["probes"] = [{"id": "hello", "prompt": "Say hello.", "max_tokens": 6, "expect_contains": ["zebra"]}]
+    goldens, reports = tmp_path / "goldens", tmp_path / "reports"
+    outcome = run(stub_matrix(tmp_path, card), tmp_path, goldens, reports, record=True)
+    assert outcome.verdict == "failed" and "golden not recorded: probe:hello" in outcome.error
+    assert not list(goldens.rglob("*.json"))

@@ -240,13 +240,13 @@ class Deployment:
 
     def _where(self, launch: Launch) -> str:
         base = f"{launch.address}:{launch.port}"
-        return f"http://{base}{self.health_path}" if launch.ready == HTTP else base
+        return f"http://{base}{launch.health or self.health_path}" if launch.ready == HTTP else base
 
     def _probe(self, launch: Launch) -> str:
         """'' when the launch is ready, else what it answered (checked from its own host)."""
         transport = self.transports[launch.host]
         if launch.ready == HTTP:
-            url = f"http://{launch.address}:{launch.port}{self.health_path}"
+            url = f"http://{launch.address}:{launch.port}{launch.health or self.health_path}"
             answer = run_client(transport, {"action": "health", "url": url}, timeout=30)
             return "" if answer.get("ready") else (answer.get("error") or f"HTTP {answer.get('status')}")
         if launch.ready == TCP:

@@ -404,6 +404,10 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
             ep = endpoint(ctx, cell, dep)
             run.checks += probe(ctx, cell, ep, record_goldens, run.version)
             if record_goldens:
+                # an answer that errored or missed its probe is never kept as the reference
+                if failed := [c for c in run.checks if c.verdict == FAILED]:
+                    why = "; ".join(f"{c.name}: {c.message}" for c in failed)
+                    raise DeploymentError(f"golden not recorded: {why}")
                 record_golden(ctx, cell, run)
             else:
                 measure(ctx, cell, ep, sum(h.accelerators for h in held.hosts), run.checks)

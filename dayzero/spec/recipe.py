@@ -65,6 +65,7 @@ class RoleTemplate:
     endpoint: bool = False
     worker_argv: tuple[str, ...] = ()  # ranks 1..N-1 run this instead (engine.worker), if set
     worker_port: int = 0
+    health: str = ""  # the role's own readiness path (a router's /readiness); "": the engine's
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Launch:
     container: tuple[str, ...] = ()  # `docker run ... <image>` around the engine argv, if any
     step: tuple[str, ...] = ()  # srun flags of the role's step (pyxis: --container-image=...), if any
     ready: str = HTTP  # http: answers the health path; tcp: accepts on its port; alive: runs
+    health: str = ""  # the path `ready == http` asks; "": the engine's health_path
 
     @property
     def command(self) -> str:
@@ -187,6 +189,7 @@ def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
                 endpoint=spec.get("endpoint", len(roles) == 1),
                 worker_argv=worker.argv if worker else (),
                 worker_port=worker.port if worker else 0,
+                health=spec.get("health_path", ""),
             )
         )
     return tuple(out)
@@ -198,6 +201,8 @@ def _template_payload(t: RoleTemplate) -> dict:
     data = dict(t.__dict__)
     if not t.worker_argv:
         del data["worker_argv"], data["worker_port"]
+    if not t.health:  # the digest of every role without its own path is what it was before
+        del data["health"]
     return data
 
 
@@ -363,6 +368,7 @@ def render(
                     env=env,
                     endpoint=t.endpoint and rank == 0,
                     ready=TCP if worker else (ALIVE if rank else HTTP),
+                    health=t.health,
                     container=_container(
                         matrix, cell, host, [k for k, _ in env], f"{t.role}-{rank}-{values['port']}"
                     ),
