@@ -26,7 +26,12 @@ from dayzero.lab.transport.ssh.hostkeys import Trust, TrustPolicy, changed_key_e
 log = logging.getLogger(__name__)
 
 MAX_SESSIONS = 10  # OpenSSH's default MaxSessions: channels beyond it are refused
-KEEPALIVE_S = 15
+KEEPALIVE_S = 5
+# Sent data (a keepalive at least) unacknowledged this long ends the connection (TCP_USER_TIMEOUT):
+# a network that drops packets ends every command on it within KEEPALIVE_S + DEAD_AFTER_S, not
+# after TCP's ~15 minutes of retransmissions. paramiko's keepalive wants no reply: alone it only
+# gives TCP something to retransmit.
+DEAD_AFTER_S = 20
 CONNECT_TIMEOUT_S = 15.0
 
 
@@ -161,5 +166,6 @@ def _connect(target: SshTarget, trust: Trust, pool: _Pool) -> Connection:
     transport.set_keepalive(KEEPALIVE_S)
     if isinstance(transport.sock, socket.socket):  # a jump's channel rides on its own socket
         transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_AFTER_S * 1000)
     log.debug("%s: connected", where)
     return Connection(client)
