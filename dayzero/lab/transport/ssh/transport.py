@@ -201,10 +201,10 @@ class SSHTransport(Transport):
         )
 
     def _silent(self, chan: paramiko.Channel, command: str, silence: float) -> HostSilent:
-        """The host went quiet: its connection is closed (the next command reconnects, or fails
-        fast), and what runs there is left to the host's watchdog, which sees the lease go stale."""
-        with contextlib.suppress(Exception):
-            chan.get_transport().close()
+        """The host went quiet: its connection is closed and not dialled again for a while
+        (`SILENT_HOLD_S`), and what runs there is left to the host's watchdog, which sees the
+        lease go stale."""
+        POOL.silenced(self.target, self.trust)
         return HostSilent(
             f"{self.target.describe()}: the host stopped answering: nothing from the command for "
             f"{silence:g}s (network down, or the host hung): " + redact_command(command)
