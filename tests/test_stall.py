@@ -155,3 +155,25 @@ def test_the_card_states_the_bound_and_the_verdict(matrix_dir):
     with pytest.raises(ConfigError) as err:
         load_matrix(matrix_dir)
     assert str(path) in str(err.value) and "protocol.stall.verdict" in str(err.value)
+
+
+def test_a_host_that_fell_silent_is_not_dialled_again_for_a_while(tmp_path, monkeypatch):
+    """After HostSilent, the teardown's steps on that host fail at once (no 15 s connect each);
+    the hold ends by itself."""
+    from dayzero.lab.transport.ssh import pool
+    from dayzero.lab.transport.ssh.config import SshTarget
+    from dayzero.lab.transport.ssh.hostkeys import Trust
+
+    target = SshTarget("lab9", "10.213.250.2", 2222, "root")
+    trust = Trust(tmp_path / "known_hosts")
+    dialled = []
+    monkeypatch.setattr(pool, "_connect", lambda *a: dialled.append(a) or pytest.fail("dialled"))
+    the_pool = pool._Pool()
+    the_pool.silenced(target, trust)
+    with pytest.raises(InfrastructureError, match="not dialled: it stopped answering"):
+        the_pool.get(target, trust)
+    assert not dialled
+    monkeypatch.setattr(pool, "SILENT_HOLD_S", 0.0)
+    with pytest.raises(pytest.fail.Exception):
+        the_pool.get(target, trust)  # the hold is over: dialled again
+    assert dialled
