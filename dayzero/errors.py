@@ -32,6 +32,11 @@ class CommandTimeout(InfrastructureError):
     """A command on a host ran past its wall-clock deadline."""
 
 
+class HostSilent(InfrastructureError):
+    """A host stopped answering mid-command (network dropped, machine hung): nothing from the
+    command that should write every few seconds, for as long as the phase allows."""
+
+
 class DeploymentError(DayzeroError):
     """The recipe did not come up (exited early, never ready): a product failure of the cell."""
 

@@ -27,6 +27,7 @@ from dayzero.errors import CommandTimeout, DeploymentError, InfrastructureError
 from dayzero.lab.transport import RemoteProcess, Transport
 from dayzero.lab.transport.base import watchdog_log
 from dayzero.loadgen import client_source
+from dayzero.loadgen.client import BEAT
 from dayzero.spec.recipe import HTTP, TCP, Launch, Recipe
 from dayzero.spec.shell import quote
 
@@ -63,14 +64,26 @@ BOOT = (
 )
 
 
-def run_client(transport: Transport, spec: dict, timeout: float) -> dict:
-    """Run the stdlib client on the host (source and spec on stdin) and parse its JSON answer."""
+BEATS_PER_BOUND = 4  # the client's beats within one silence bound: one lost or late is no silence
+
+
+def run_client(transport: Transport, spec: dict, timeout: float, silence: float | None = None) -> dict:
+    """Run the stdlib client on the host (source and spec on stdin) and parse its JSON answer.
+
+    `silence`: the client beats on stderr, and nothing from the host for that long means it
+    stopped answering (HostSilent), however long `timeout` is."""
     command = f"{transport.host.python} -c {quote(BOOT)}"
+    if silence is not None:
+        spec = {**spec, "beat_s": silence / BEATS_PER_BOUND}
     stdin = client_source() + SPEC_MARK + json.dumps(spec).encode()
-    result = transport.run(command, timeout=timeout, stdin=stdin)
+    if silence is None:
+        result = transport.run(command, timeout=timeout, stdin=stdin)
+    else:
+        result = transport.run_heard(command, timeout=timeout, silence=silence, stdin=stdin)
     if not result.ok:
+        stderr = result.stderr.replace(BEAT.decode(), "")
         raise InfrastructureError(
-            f"{transport.host.name}: client exited {result.exit_status}: {result.stderr.strip()[-800:]}"
+            f"{transport.host.name}: client exited {result.exit_status}: {stderr.strip()[-800:]}"
         )
     try:
         return json.loads(result.stdout)

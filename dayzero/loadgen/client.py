@@ -17,17 +17,26 @@ Raw per-request record (every summary is computed by the harness from these):
   process), reused (keep-alive connection reused), plus session/turn for multi-turn sessions;
   tool_calls (name, arguments as streamed, id) and reasoning (the reasoning field's text) where
   the server returned any.
+
+Stall: with `stall_s` in the spec, requests in flight and no streamed event from any of them (in
+any client process) for that long end the phase at once: every connection is dropped, the
+requests not yet sent are not sent, and the answer carries `stall` (the harness then ends the
+cell as an engine stall). With `beat_s`, every client process writes a line to stderr that often,
+so the controller can tell a silent host (network gone) from a long phase.
 """
 
 # ruff: noqa: UP041 - asyncio.TimeoutError is not the builtin TimeoutError before Python 3.11
 import asyncio
 import json
+import mmap
 import os
+import struct
 import sys
 import time
 import urllib.parse
 
-VERSION = 2
+VERSION = 3
+BEAT = b"dayzero-client: alive\n"  # on stderr every `beat_s`; the controller drops these lines
 READ_LIMIT = 1 << 24  # asyncio's 64 KiB default cuts long SSE lines (and throughput) short
 _WALL0 = time.time()
 _MONO0 = time.monotonic()
@@ -36,6 +45,46 @@ _MONO0 = time.monotonic()
 def now():
     """Wall-clock seconds on a monotonic base: forked processes share the same anchor."""
     return _WALL0 + (time.monotonic() - _MONO0)
+
+
+# --- stall watch ------------------------------------------------------------------------------
+
+
+class Watch:
+    """When any in-flight request of the phase last heard from the server, shared by every client
+    process (an anonymous shared mapping made before the fork), and the stall once one is seen.
+    Layout: [last heard, monotonic s][stalled after this many silent s, 0: no stall]."""
+
+    def __init__(self, stall_s, beat_s):
+        self.stall_s, self.beat_s = stall_s, beat_s
+        self.shared = mmap.mmap(-1, 16)
+        self.in_flight = 0  # this process's
+        self.stall = None  # this process's account of the stall, once seen
+        self.heard()
+
+    def heard(self):
+        struct.pack_into("d", self.shared, 0, time.monotonic())
+
+    def silent_s(self):
+        return time.monotonic() - struct.unpack_from("d", self.shared, 0)[0]
+
+    @property
+    def stalled(self):
+        return struct.unpack_from("d", self.shared, 8)[0] > 0
+
+    def check(self):
+        """True once the phase stalled: this process saw its requests wait too long, or another
+        process did."""
+        if self.stalled:
+            return True
+        if self.stall_s and self.in_flight and self.silent_s() > self.stall_s:
+            struct.pack_into("d", self.shared, 8, self.silent_s())
+            return True
+        return False
+
+    def note(self):
+        """What the records of requests cut by the stall say."""
+        return f"stall: no streamed token from any in-flight request for {self.stall_s:g}s"
 
 
 # --- HTTP/1.1 ---------------------------------------------------------------------------------
@@ -116,6 +165,11 @@ class Connection:
         if self.writer is not None:
             self.writer.close()
         self.reader = self.writer = None
+
+    def abort(self):
+        """Drop the connection now: a read waiting on it ends (the phase stalled)."""
+        if self.writer is not None:
+            self.writer.transport.abort()
 
     async def send(self, method, path, body):
         """Send a request; return (status, headers, reused). Retries once on a stale keep-alive."""
@@ -231,7 +285,7 @@ def _tool_calls(deltas, record):
             calls[i]["arguments"] += fn["arguments"]
 
 
-async def stream(conn, base_path, req, proc, messages=None):
+async def stream(conn, base_path, req, proc, messages=None, watch=None):
     """One streamed request on a slot's connection; returns its raw record."""
     path, body = _body_for(req, messages)
     record = new_record(req, proc)
@@ -245,11 +299,15 @@ async def stream(conn, base_path, req, proc, messages=None):
             data = b""
             async for piece in _body(conn.reader, headers):
                 data += piece
+                if watch is not None:
+                    watch.heard()
             record["error"] = f"HTTP {status}: " + data[:300].decode("utf-8", "replace")
         else:
             buf = b""
             async for data in _body(conn.reader, headers):
                 t = now()
+                if watch is not None:
+                    watch.heard()
                 buf += data
                 if b"\n" not in data:
                     continue
@@ -286,29 +344,49 @@ def _quantiles(values):
     return {"n": len(s), "p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": q(1.0)}
 
 
-async def _run_items(url, items, concurrency, proc, timeout, lag_interval):
+async def _run_items(url, items, concurrency, proc, timeout, lag_interval, watch):
     host, port, base_path = _split(url)
     records = []
     cursor = [0]
     lags = []
     done = [False]
+    conns = []
 
     async def monitor():
         loop = asyncio.get_running_loop()
+        beat = loop.time()
         while not done[0]:
             t = loop.time()
             await asyncio.sleep(lag_interval)
             lags.append(max(0.0, loop.time() - t - lag_interval))
+            if watch.beat_s and loop.time() - beat >= watch.beat_s:
+                beat = loop.time()
+                os.write(2, BEAT)  # not sys.stderr: no buffer, no lock shared with a fork
+            if watch.stall is None and watch.check():
+                watch.stall = {
+                    "after_s": watch.stall_s,
+                    "silent_s": round(watch.silent_s(), 3),
+                    "in_flight": watch.in_flight,
+                    "proc": proc,
+                }
+                for conn in conns:
+                    conn.abort()
 
     async def bounded(conn, req, messages=None):
+        watch.in_flight += 1
+        watch.heard()  # a request sent is progress: a slot came free
         try:
-            return await asyncio.wait_for(stream(conn, base_path, req, proc, messages), timeout)
+            rec = await asyncio.wait_for(stream(conn, base_path, req, proc, messages, watch), timeout)
         except asyncio.TimeoutError:
             conn.close()
             rec = new_record(req, proc)
             rec["error"] = f"timeout after {timeout}s"
             rec["end"] = now()
-            return rec
+        finally:
+            watch.in_flight -= 1
+        if watch.stall is not None and rec["error"]:
+            rec["error"] = watch.note() + f" (then: {rec['error']})"
+        return rec
 
     async def one(conn, item):
         if "turns" not in item:
@@ -323,7 +401,7 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval):
             rec = await bounded(conn, req, messages)
             rec["session"], rec["turn"] = item["id"], k
             out.append(rec)
-            if rec["error"]:
+            if rec["error"] or watch.stall is not None:
                 break
             messages.append({"role": "assistant", "content": rec["text"]})
         return out
@@ -334,6 +412,7 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval):
 
     async def slot():
         conn = Connection(host, port, min(timeout, 30.0))
+        conns.append(conn)
         try:
             # Every slot connects before any sends, so no request's time to first token holds a
             # TCP handshake, or a burst of them: at 1024 streams the phase's first requests waited
@@ -346,7 +425,7 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval):
             if connected[0] == slots:
                 all_connected.set()
             await all_connected.wait()
-            while cursor[0] < len(items):
+            while cursor[0] < len(items) and watch.stall is None:
                 i = cursor[0]
                 cursor[0] += 1
                 recs = await one(conn, items[i])
@@ -363,7 +442,7 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval):
     return records, lags
 
 
-def run_process(spec, items, concurrency, proc):
+def run_process(spec, items, concurrency, proc, watch):
     """One client process: an event loop with `concurrency` slots; returns records and self-checks."""
     cpu0, wall0 = time.process_time(), time.monotonic()
     records, lags = asyncio.run(
@@ -374,9 +453,11 @@ def run_process(spec, items, concurrency, proc):
             proc,
             spec.get("timeout", 600.0),
             spec.get("lag_interval", 0.01),
+            watch,
         )
     )
     return {
+        "stall": watch.stall,
         "proc": proc,
         "pid": os.getpid(),
         "concurrency": concurrency,
@@ -392,13 +473,14 @@ def _share(total, parts, k):
     return total // parts + (1 if k < total % parts else 0)
 
 
-def run_phase(spec, items, concurrency, processes):
+def run_phase(spec, items, concurrency, processes, watch):
     """Run items with `concurrency` in flight, split over `processes` forked client processes."""
+    watch.heard()
     for i, item in enumerate(items):
         item["_index"] = i
     processes = max(1, min(processes, concurrency, len(items) or 1))
     if processes == 1:
-        outs = [run_process(spec, items, concurrency, 0)]
+        outs = [run_process(spec, items, concurrency, 0, watch)]
     else:
         go_read, go_write = os.pipe()
         children = []
@@ -411,7 +493,8 @@ def run_phase(spec, items, concurrency, processes):
                     os.close(out_read)
                     os.close(go_write)
                     os.read(go_read, 1)
-                    out = run_process(spec, items[k::processes], _share(concurrency, processes, k), k)
+                    share = _share(concurrency, processes, k)
+                    out = run_process(spec, items[k::processes], share, k, watch)
                     with os.fdopen(out_write, "wb") as f:
                         f.write(json.dumps(out).encode())
                     status = 0
@@ -454,10 +537,17 @@ def _usage_totals(records):
     return totals
 
 
+def _stall(procs, phase):
+    """The stall as the first client process that saw it tells it, or None."""
+    seen = [p["stall"] for p in procs if p.get("stall")]
+    return dict(seen[0], phase=phase, processes=len(seen)) if seen else None
+
+
 def run_load(spec):
     """Warm-up (not recorded), then the measured phase; raw records and per-process self-checks."""
     concurrency = spec.get("concurrency", 1)
     processes = spec.get("processes", 1)
+    watch = Watch(spec.get("stall_s"), spec.get("beat_s"))
     out = {
         "client": {
             "version": VERSION,
@@ -469,7 +559,7 @@ def run_load(spec):
     }
     if spec.get("warmup"):
         t0 = now()
-        _, warm = run_phase(spec, spec["warmup"], concurrency, processes)
+        warm_procs, warm = run_phase(spec, spec["warmup"], concurrency, processes, watch)
         errors = [r["error"] for r in warm if r["error"]]
         out["warmup"] = {
             "requests": len(warm),
@@ -480,10 +570,15 @@ def run_load(spec):
             "usage": _usage_totals(warm),
             "e2e_s": round(sum(r["end"] - r["send"] for r in warm if r.get("end") is not None), 6),
         }
+        out["stall"] = _stall(warm_procs, "warmup")
+        if out["stall"]:  # the measured phase is not sent to a server that stopped answering
+            out["procs"], out["records"] = warm_procs, []
+            return out
     out["start"] = now()
     procs, records = run_phase(
-        spec, spec.get("requests") or spec.get("sessions") or [], concurrency, processes
+        spec, spec.get("requests") or spec.get("sessions") or [], concurrency, processes, watch
     )
+    out["stall"] = _stall(procs, "measured")
     out["end"] = now()
     out["client_cpu_s"] = round(sum(p["cpu_s"] for p in procs), 4)
     out["procs"] = procs

@@ -42,6 +42,7 @@ from dayzero.report.allure_cell import attach_story
 from dayzero.run import plan, records
 from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls
 from dayzero.run.preview import launch_text
+from dayzero.run.stall import watched
 from dayzero.spec.card import claims_for, golden_source
 from dayzero.spec.goldens import Golden, load_golden, save_golden
 from dayzero.spec.inventory import Host, Inventory
@@ -324,7 +325,13 @@ def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
 
     return Endpoint(
         url=dep.url,
-        client=lambda spec, timeout: run_client(dep.endpoint_transport(), spec, timeout=timeout),
+        client=watched(
+            lambda spec, timeout, silence: run_client(
+                dep.endpoint_transport(), spec, timeout=timeout, silence=silence
+            ),
+            ctx.matrix.card(cell).protocol.stall,
+            dep.recipe.endpoint.host,
+        ),
         keep=lambda phase, answer: str(save_records(ctx, cell, phase, answer).relative_to(folder)),
         alive=dep.check_alive,
         say=ctx.say,

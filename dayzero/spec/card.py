@@ -135,6 +135,18 @@ class Compliance:
 
 
 @dataclass(frozen=True)
+class StallPolicy:
+    """When a phase is an engine stall: requests in flight and no streamed token from any of them
+    for `after_s` seconds (the host client watches; the same bound ends a phase whose host stopped
+    answering). `verdict`: what a stalled engine makes the cell, `failed` (the product hung) or
+    `broken` (the card's engine is known to pause for the lab's reasons). A silent host is always
+    broken: the lab's network or machine, not the product."""
+
+    after_s: float = 30.0
+    verdict: str = "failed"
+
+
+@dataclass(frozen=True)
 class Protocol:
     """The field's protocol: warm-up >= concurrency, 5 x concurrency prompts (at least 16), the
     median of N repetitions compared; a card budgets it to its hardware."""
@@ -147,6 +159,7 @@ class Protocol:
     per_process_concurrency: int = 256
     saturation: SaturationLimits = SaturationLimits()
     compliance: Compliance = Compliance()
+    stall: StallPolicy = StallPolicy()
 
     def num_prompts(self, concurrency: int, override: int | None = None) -> int:
         if override:
@@ -457,6 +470,7 @@ def _protocol(data: Mapping | None) -> Protocol:
     if "eos" in compliance:
         compliance["eos"] = tuple(compliance["eos"])
     data["compliance"] = Compliance(**compliance)
+    data["stall"] = StallPolicy(**(data.get("stall") or {}))
     return Protocol(**data)
 
 

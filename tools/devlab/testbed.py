@@ -375,9 +375,9 @@ def free_port(n: int) -> int:
     raise TestbedError("no free port on the testbed addresses")
 
 
-def _plan(n: int, directory: Path, port: int) -> Testbed:
+def _plan(n: int, directory: Path, port: int, addresses: list[str] | None = None) -> Testbed:
     hosts = []
-    for i, address in enumerate(_addresses(n), start=1):
+    for i, address in enumerate(addresses or _addresses(n), start=1):
         hidden = n >= 3 and i == n
         hosts.append(TestbedHost(f"lab{i}", address, port, directory / f"lab{i}", "lab1" if hidden else None))
     return Testbed(directory, tuple(hosts))
@@ -462,20 +462,23 @@ def start(
     sshd: str | None = None,
     timeout: float = 20.0,
     login_rc: bool = False,
+    addresses: list[str] | None = None,
 ) -> Testbed:
     """Start n sshd; returns when all of them accept connections. Raises TestbedError.
 
-    `login_rc=True` lets bash source the user's ~/.bashrc in every command, as a plain sshd does."""
+    `login_rc=True` lets bash source the user's ~/.bashrc in every command, as a plain sshd does.
+    `addresses` (n of them) replace the loopback ones: hosts in network namespaces
+    (`devlab.netns`, whose `sshd_wrapper` is then `sshd`); their ports are a fresh namespace's."""
     if n < 1 or n > 200:
         raise TestbedError("--hosts must be between 1 and 200")
     directory = Path(directory).resolve()
     sshd = sshd or SSHD
     _check_prerequisites(sshd, directory)
-    bed = _plan(n, directory, port)
+    bed = _plan(n, directory, port, addresses)
     running = [h.name for h, up in zip(bed.hosts, _status_of(bed), strict=True) if up]
     if running:
         raise TestbedError(f"{directory}: already running ({', '.join(running)}); stop it first")
-    if not port_is_free([h.address for h in bed.hosts], port):
+    if addresses is None and not port_is_free([h.address for h in bed.hosts], port):
         raise TestbedError(f"port {port} is taken on one of {_addresses(n)}; pass another --port")
     # The hosts share this machine's cores: one engine thread each keeps parallel cells from
     # oversubscribing them (a card's `{threads}` default is for a machine of its own).

@@ -95,6 +95,14 @@ class Transport(abc.ABC):
     @abc.abstractmethod
     def get(self, remote: str, local: Path) -> None: ...
 
+    def run_heard(
+        self, command: str, *, timeout: float, silence: float, stdin: bytes | None = None
+    ) -> CommandResult:
+        """`run` for a command that writes at least every few seconds (the host client's beat):
+        where the host is reached over a network, nothing from it for `silence` seconds raises
+        HostSilent. The controller cannot lose a host it is, so here this is `run`."""
+        return self.run(command, timeout=timeout, stdin=stdin)
+
     def close(self) -> None:  # noqa: B027 - optional for transports without a connection
         """Release the connection; background processes are not touched."""
 
@@ -196,10 +204,11 @@ class Transport(abc.ABC):
         return self.run(group_alive(proc.pgid), timeout=15).ok
 
     def kill(self, proc: RemoteProcess, grace: float = 10.0) -> None:
-        """TERM the group, wait up to `grace` seconds, then KILL whatever is left."""
+        """TERM the group, wait up to `grace` seconds, then KILL whatever is left. A stopped
+        (SIGSTOPped, hung) group is continued after the TERM, so it can act on it."""
         pg = f"-{proc.pgid}"
         script = (
-            f"kill -TERM -- {pg} 2>/dev/null || exit 0; "
+            f"kill -TERM -- {pg} 2>/dev/null || exit 0; kill -CONT -- {pg} 2>/dev/null; "
             f"for i in $(seq {int(grace * 10)}); do {group_alive(proc.pgid)} || exit 0; sleep 0.1; done; "
             f"kill -KILL -- {pg} 2>/dev/null; sleep 0.2; exit 0"
         )

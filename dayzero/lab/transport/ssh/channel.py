@@ -231,11 +231,19 @@ class Watchdog:
         self._timer.cancel()
 
 
-def drain(chan: paramiko.Channel, on_stdout: Sink, on_stderr: Sink, stop: threading.Event) -> None:
+def drain(
+    chan: paramiko.Channel,
+    on_stdout: Sink,
+    on_stderr: Sink,
+    stop: threading.Event,
+    silence: float | None = None,
+) -> bool:
     """Read stdout and stderr as they arrive until EOF: reading only one lets the other fill the
     window and stall the command. `fileno()` is a pipe paramiko marks for either stream or close;
-    the short select timeout notices `stop` (the deadline) without a pipe of our own."""
+    the short select timeout notices `stop` (the deadline) without a pipe of our own.
+    Returns False when nothing came for `silence` seconds (the host stopped answering)."""
     wakeup = chan.fileno()
+    heard = time.monotonic()
     while True:
         busy = False
         if chan.recv_ready():
@@ -245,7 +253,10 @@ def drain(chan: paramiko.Channel, on_stdout: Sink, on_stderr: Sink, stop: thread
             on_stderr(chan.recv_stderr(CHUNK))
             busy = True
         if busy:
+            heard = time.monotonic()
             continue
         if chan.eof_received or chan.closed or stop.is_set():
-            return
+            return True
+        if silence is not None and time.monotonic() - heard > silence:
+            return False
         select.select([wakeup], [], [], 0.05)

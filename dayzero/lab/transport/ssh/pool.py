@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 
 import paramiko
@@ -26,8 +27,17 @@ from dayzero.lab.transport.ssh.hostkeys import Trust, TrustPolicy, changed_key_e
 log = logging.getLogger(__name__)
 
 MAX_SESSIONS = 10  # OpenSSH's default MaxSessions: channels beyond it are refused
-KEEPALIVE_S = 15
+KEEPALIVE_S = 5
+# Sent data (a keepalive at least) unacknowledged this long ends the connection (TCP_USER_TIMEOUT):
+# a network that drops packets ends every command on it within KEEPALIVE_S + DEAD_AFTER_S, not
+# after TCP's ~15 minutes of retransmissions. paramiko's keepalive wants no reply: alone it only
+# gives TCP something to retransmit.
+DEAD_AFTER_S = 20
 CONNECT_TIMEOUT_S = 15.0
+# A host that fell silent mid-command is not dialled again for this long: the cell's teardown
+# (kill, log copy, lease release: each a reconnect that would wait CONNECT_TIMEOUT_S) fails at
+# once, and the host's watchdog stops what runs there once its lease goes stale.
+SILENT_HOLD_S = 60.0
 
 
 @dataclass
@@ -55,11 +65,25 @@ class _Pool:
         self._lock = threading.Lock()
         self._connections: dict[tuple[SshTarget, Trust], Connection] = {}
         self._key_locks: dict[tuple[SshTarget, Trust], threading.Lock] = {}
+        self._silent: dict[tuple[SshTarget, Trust], float] = {}  # when each fell silent
+
+    def silenced(self, target: SshTarget, trust: Trust) -> None:
+        """The host stopped answering: close its connection, do not dial it for SILENT_HOLD_S."""
+        with self._lock:
+            self._silent[(target, trust)] = time.monotonic()
+            conn = self._connections.pop((target, trust), None)
+        if conn is not None:
+            conn.client.close()
 
     def get(self, target: SshTarget, trust: Trust) -> Connection:
         key = (target, trust)
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
+            since = time.monotonic() - self._silent.get(key, -SILENT_HOLD_S)
+        if since < SILENT_HOLD_S:
+            raise InfrastructureError(
+                f"{target.describe()}: not dialled: it stopped answering {since:.0f}s ago"
+            )
         with key_lock:  # one handshake per host at a time; other hosts connect in parallel
             conn = self._connections.get(key)
             if conn is not None and conn.active():
@@ -85,6 +109,7 @@ class _Pool:
         self._lock = threading.Lock()
         self._connections = {}
         self._key_locks = {}
+        self._silent = {}
 
 
 POOL = _Pool()
@@ -161,5 +186,6 @@ def _connect(target: SshTarget, trust: Trust, pool: _Pool) -> Connection:
     transport.set_keepalive(KEEPALIVE_S)
     if isinstance(transport.sock, socket.socket):  # a jump's channel rides on its own socket
         transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_AFTER_S * 1000)
     log.debug("%s: connected", where)
     return Connection(client)

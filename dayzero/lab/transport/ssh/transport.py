@@ -22,7 +22,7 @@ from pathlib import Path
 
 import paramiko
 
-from dayzero.errors import CommandTimeout, InfrastructureError
+from dayzero.errors import CommandTimeout, HostSilent, InfrastructureError
 from dayzero.lab.transport.base import CommandResult, Transport
 from dayzero.lab.transport.ssh.channel import (
     ChannelWriter,
@@ -76,7 +76,25 @@ class SSHTransport(Transport):
             command, status, out.getvalue().decode(errors="replace"), err.getvalue().decode(errors="replace")
         )
 
-    def _exec(self, command: str, timeout: float, feed: Feed | None, on_stdout: Sink, on_stderr: Sink) -> int:
+    def run_heard(
+        self, command: str, *, timeout: float, silence: float, stdin: bytes | None = None
+    ) -> CommandResult:
+        out, err = io.BytesIO(), io.BytesIO()
+        feed = None if stdin is None else (lambda writer: writer.write(stdin))
+        status = self._exec(command, timeout, feed, out.write, err.write, silence)
+        return CommandResult(
+            command, status, out.getvalue().decode(errors="replace"), err.getvalue().decode(errors="replace")
+        )
+
+    def _exec(
+        self,
+        command: str,
+        timeout: float,
+        feed: Feed | None,
+        on_stdout: Sink,
+        on_stderr: Sink,
+        silence: float | None = None,
+    ) -> int:
         """Run `bash -c command` on one channel; returns the exit status (-1: killed by a signal)."""
         deadline = time.monotonic() + timeout
         log.debug("%s: exec (%d chars, timeout %.0fs)", self.host.name, len(command), timeout)
@@ -86,13 +104,13 @@ class SSHTransport(Transport):
         try:
             chan = self._open_session(conn, deadline, command, timeout)
             try:
-                return self._exec_on(chan, command, deadline, timeout, feed, on_stdout, on_stderr)
+                return self._exec_on(chan, command, deadline, timeout, feed, on_stdout, on_stderr, silence)
             finally:
                 chan.close()  # every channel counts against MaxSessions until closed
         finally:
             conn.sessions.release()
 
-    def _exec_on(self, chan, command, deadline, timeout, feed, on_stdout, on_stderr) -> int:
+    def _exec_on(self, chan, command, deadline, timeout, feed, on_stdout, on_stderr, silence=None) -> int:
         chan.fileno()  # create the wake-up pipe before any data can arrive
         stderr = PgidFilter(on_stderr)
         with Watchdog(chan, deadline - time.monotonic(), stderr) as dog:
@@ -103,12 +121,16 @@ class SSHTransport(Transport):
             else:
                 feeder.start()
             try:
-                drain(chan, on_stdout, stderr.write, dog.done)
+                heard = drain(chan, on_stdout, stderr.write, dog.done, silence)
                 stderr.flush()
+                if not heard:  # nothing can reach the host now: let the connection go, unkilled
+                    raise self._silent(chan, command, silence)
                 if not dog.fired:
                     chan.status_event.wait(max(deadline - time.monotonic(), 0.0) + 1.0)
                 if dog.fired:  # the kill ends the command (EOF) before the killer is done
                     dog.done.wait(30.0)
+            except HostSilent:
+                raise
             except BaseException:
                 dog.stop_command()  # a local failure (or Ctrl-C) must not leave it running
                 raise
@@ -176,6 +198,16 @@ class SSHTransport(Transport):
         return CommandTimeout(
             f"{self.target.describe()}: command {what} {timeout:g}s{reason}{outcome}: "
             + redact_command(command)
+        )
+
+    def _silent(self, chan: paramiko.Channel, command: str, silence: float) -> HostSilent:
+        """The host went quiet: its connection is closed and not dialled again for a while
+        (`SILENT_HOLD_S`), and what runs there is left to the host's watchdog, which sees the
+        lease go stale."""
+        POOL.silenced(self.target, self.trust)
+        return HostSilent(
+            f"{self.target.describe()}: the host stopped answering: nothing from the command for "
+            f"{silence:g}s (network down, or the host hung): " + redact_command(command)
         )
 
     def _lost(self, what: str) -> InfrastructureError:
