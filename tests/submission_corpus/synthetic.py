@@ -296,11 +296,16 @@ def head_commit_time() -> float:
 
 
 def one_host_cells(matrix: Matrix, hardware: str = "cpu") -> list[Cell]:
-    """The supported cells of `hardware` that one host runs (the synthetic lab has one)."""
+    """The supported cells of `hardware` that one host runs (the synthetic lab has one) with the
+    engine it simulates, llama-server (its log and /metrics); real SGLang cells are bundled from
+    real runs (tests/test_submission_e2e.py)."""
     return [
         c
         for c in matrix.cells
-        if c.hardware == hardware and c.supported and hosts_needed(matrix.card(c), c) == 1
+        if c.hardware == hardware
+        and c.supported
+        and hosts_needed(matrix.card(c), c) == 1
+        and matrix.card(c).engine.name == "llama.cpp"
     ]
 
 
