@@ -116,7 +116,9 @@ def test_pack_takes_the_latest_run_per_cell_and_never_accepted_evidence(lab, tmp
         evidence.write(reports, vendor)
     picked = select_evidence(reports)
     assert len(picked) == 4 and all(doc["run"]["id"] not in ("older", "accepted") for _, doc in picked)
-    with pytest.raises(PackError, match=r"no evidence .* for smollm2-135m/cpu\+llama\.cpp/low_latency/nothing"):
+    with pytest.raises(
+        PackError, match=r"no evidence .* for smollm2-135m/cpu\+llama\.cpp/low_latency/nothing"
+    ):
         select_evidence(reports, ["smollm2-135m/cpu+llama.cpp/low_latency/nothing"])
 
 
