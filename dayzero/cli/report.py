@@ -1,10 +1,11 @@
-"""`dayzero report`: the acceptance table and the single-file Allure 3 report of a run."""
+"""`dayzero report`: the acceptance table, benchmark cards and single-file Allure 3 report of a run."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+from dayzero.cli import card
 from dayzero.cli.common import REPORTS, add_stale_after
 from dayzero.spec.matrix import load_matrix
 
@@ -32,6 +33,8 @@ def run(args) -> int:
     reports = Path(args.reports)
     table = write_acceptance(load_matrix(args.matrix), reports, max_age_days=args.stale_after)
     print(f"acceptance: {table} and {table.with_suffix('.html')}")
+    cards = card.write(args.matrix, reports)
+    print(f"cards: {len(cards)} in {reports / 'cards'}")
     started = time.monotonic()
     index = allure_build.build(
         reports,

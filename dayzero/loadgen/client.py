@@ -16,7 +16,8 @@ Raw per-request record (every summary is computed by the harness from these):
   text, finish_reason, usage (the server's, if sent), timings (llama.cpp), error, proc (client
   process), reused (keep-alive connection reused), plus session/turn for multi-turn sessions;
   tool_calls (name, arguments as streamed, id) and reasoning (the reasoning field's text) where
-  the server returned any.
+  the server returned any; in an open-loop run (requests carrying an arrival time `at`),
+  scheduled (when it was due).
 
 Stall: with `stall_s` in the spec, requests in flight and no streamed event from any of them (in
 any client process) for that long end the phase at once: every connection is dropped, the
@@ -406,6 +407,13 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval, watch
             messages.append({"role": "assistant", "content": rec["text"]})
         return out
 
+    if items and "at" in items[0]:
+        watcher = asyncio.ensure_future(monitor())
+        await _open_loop(host, port, items, concurrency, timeout, one, records, watch, conns)
+        done[0] = True
+        watcher.cancel()
+        return records, lags
+
     slots = max(1, min(concurrency, len(items)))
     connected = [0]
     all_connected = asyncio.Event()
@@ -440,6 +448,45 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval, watch
     done[0] = True
     watcher.cancel()
     return records, lags
+
+
+async def _open_loop(host, port, items, cap, timeout, one, records, watch, conns):
+    """Open loop: each request is sent at its arrival time (`at`, seconds after the start; Poisson
+    gaps drawn by the harness), whatever is still in flight, up to `cap` requests at once (a
+    request past the cap waits: its record's `scheduled` says when it was due)."""
+    loop = asyncio.get_running_loop()
+    gate = asyncio.Semaphore(max(1, cap))
+    idle = []
+    t0, wall0 = loop.time(), now()
+
+    async def fire(item):
+        async with gate:
+            if idle:
+                conn = idle.pop()
+            else:
+                conn = Connection(host, port, min(timeout, 30.0))
+                conns.append(conn)  # a stall aborts it with the others
+            try:
+                recs = await one(conn, item)
+            finally:
+                idle.append(conn)
+        for rec in recs:
+            rec["index"], rec["scheduled"] = item["_index"], round(wall0 + item["at"], 6)
+        records.extend(recs)
+
+    tasks = []
+    for item in sorted(items, key=lambda i: i["at"]):
+        if watch.stall is not None:
+            break  # a stalled engine ends the phase: what is not sent yet is not sent
+        delay = t0 + item["at"] - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(fire(item)))
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for conn in idle:
+            conn.close()
 
 
 def run_process(spec, items, concurrency, proc, watch):

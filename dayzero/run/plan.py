@@ -76,6 +76,11 @@ class MeasurementPlan:
     floors: tuple[Floor, ...] = ()
 
     @property
+    def display(self) -> str:
+        """How progress lines name it."""
+        return f"{self.workload.name}-c{self.concurrency}"
+
+    @property
     def prompts_per_run(self) -> int:
         return self.protocol.num_prompts(self.concurrency, self.num_prompts)
 
