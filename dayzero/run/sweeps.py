@@ -62,9 +62,14 @@ class SweepPoint(MeasurementPlan):
         return out
 
     def warmup(self) -> list[dict]:
+        """A context point warms up at the sweep's shortest input (a long warm-up prompt would only
+        cost time: the server is warm either way, and warm-up prompts never share a prefix)."""
         conc = self.concurrency if self.sweep.kind != "rate" else min(self.concurrency, int(self.load) + 1)
         n = self.protocol.warmup_requests(conc)
-        return self.workload.requests(n, warmup=True, salt=self.salt)
+        workload = self.workload
+        if self.sweep.kind == "context":
+            workload = replace(workload, spec={**workload.spec, "isl": int(self.sweep.points[0])})
+        return workload.requests(n, warmup=True, salt=self.salt)
 
 
 def point_plan(sweep: Sweep, base: MeasurementPlan, load: float) -> SweepPoint:
