@@ -139,3 +139,13 @@ def test_the_card_page_shows_every_measured_point_in_chromium(synthetic, tmp_pat
     check_every_point_shown(html, shot)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, ARTIFACTS / shot.name)
+
+
+def test_the_acceptance_table_links_every_card(synthetic):
+    from dayzero.report.acceptance import write_acceptance
+
+    matrix, reports = synthetic
+    write_cards(matrix, reports)
+    md = write_acceptance(matrix, reports).read_text()
+    assert "[smollm2-135m on cpu](cards/smollm2-135m/cpu.html)" in md
+    assert 'href="cards/kimi-k3.1-pro/b300.html"' in (reports / "acceptance.html").read_text()

@@ -31,10 +31,10 @@ def run(args) -> int:
     from dayzero.report.acceptance import write_acceptance
 
     reports = Path(args.reports)
+    cards = card.write(args.matrix, reports)  # first: the acceptance table links them
+    print(f"cards: {len(cards)} in {reports / 'cards'}")
     table = write_acceptance(load_matrix(args.matrix), reports, max_age_days=args.stale_after)
     print(f"acceptance: {table} and {table.with_suffix('.html')}")
-    cards = card.write(args.matrix, reports)
-    print(f"cards: {len(cards)} in {reports / 'cards'}")
     started = time.monotonic()
     index = allure_build.build(
         reports,
