@@ -160,7 +160,10 @@ def test_rate_points_have_seeded_poisson_arrivals():
     first, again = p.requests(0), p.requests(0)
     assert [r["at"] for r in first] == [r["at"] for r in again]  # the checker draws the same
     gaps = [b["at"] - a["at"] for a, b in zip(first, first[1:], strict=False)]
-    assert statistics.fmean(gaps) == pytest.approx(0.5, rel=0.15)
+    assert statistics.fmean(gaps) == pytest.approx(0.5)  # exactly the rate offered
+    assert statistics.pstdev(gaps) == pytest.approx(0.5, rel=0.2)  # and exponential's spread
+    few = plan_for(Sweep("q", "rate", "w", (1.0,), {}, num_prompts=10)).point(1.0).requests(0)
+    assert few[-1]["at"] == pytest.approx(9.0)  # ten requests at 1 req/s span nine seconds
     assert p.phase(0) == "sweep-q-q2-r0" and p.concurrency == sweep.concurrency
 
 

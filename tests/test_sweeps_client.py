@@ -71,12 +71,12 @@ class SlowProxy:
         await asyncio.gather(self._pipe(reader, up_writer, 0), self._pipe(up_reader, writer, self.delay))
 
 
-def measure(url: str, sweep: Sweep, load: float):
+def measure(url: str, sweep: Sweep, load: float, slots: int = 2):
     p = SweepPlan(sweep, MeasurementPlan(WORKLOAD, 1, Protocol(min_prompts=6))).point(load)
     spec = {"action": "load", "url": url, "concurrency": p.concurrency, "requests": p.requests(0)}
     answer = client(spec)
     m = p.measurement([("r.json", answer)], accelerators=1, processes=1)
-    return point(sweep, load, m, [answer]), answer
+    return point(sweep, load, m, [answer], slots), answer
 
 
 def test_rate_points_are_sent_at_their_arrival_times_whatever_is_in_flight():
@@ -104,6 +104,14 @@ def test_a_slowed_client_side_is_flagged_against_the_servers_own_ttft():
     assert direct["server_ttft_gap_ms"] < SERVER_GAP_BOUND_MS and not direct["client_flagged"]
     assert slowed["server_ttft_gap_ms"] >= 150 and slowed["client_flagged"]
     assert server_ttft_gap(answer["records"]) == slowed["server_ttft_gap_ms"]
+
+
+def test_a_gap_where_requests_queue_for_a_slot_is_not_the_clients():
+    """Four in flight on a server of one slot: three wait, and their wait is in the gap."""
+    sweep = Sweep("c", "concurrency", "w", (4.0,), {})
+    with StubServer(StubConfig(ttft=0.05, itl=0.002)) as stub, SlowProxy(stub.port, delay=0.15) as proxy:
+        row, _ = measure(f"http://127.0.0.1:{proxy.port}", sweep, 4.0, slots=1)
+    assert row["server_ttft_gap_ms"] >= 150 and not row["gap_judged"] and not row["client_flagged"]
 
 
 def test_no_engine_account_no_gap():

@@ -50,8 +50,12 @@ def server_ttft_gap(records: Sequence[Mapping]) -> float | None:
     return _median(gaps)
 
 
-def point(sweep: Sweep, load: float, m: Measurement, answers: Sequence[Mapping]) -> dict:
-    """One measured load: medians of the repetitions' summaries, SLO attainment and goodput."""
+def point(sweep: Sweep, load: float, m: Measurement, answers: Sequence[Mapping], slots: int = 1) -> dict:
+    """One measured load: medians of the repetitions' summaries, SLO attainment and goodput.
+
+    The client-server TTFT gap is judged only where no request can have waited for a server slot
+    (a closed loop of at most `slots` requests, the mode's concurrency): the engine's prompt time
+    does not count the wait, so under queueing the gap is the queue's, not the client's."""
     row: dict = {"load": load, "label": sweep.label(load), "records": list(m.records)}
     for key in KEPT:
         row[key] = _median(m.values(key))
@@ -59,7 +63,9 @@ def point(sweep: Sweep, load: float, m: Measurement, answers: Sequence[Mapping])
     runs = [a["records"] for a in answers]
     gap = server_ttft_gap([r for run in runs for r in run])
     row["server_ttft_gap_ms"] = gap
-    row["client_flagged"] = gap is not None and gap > SERVER_GAP_BOUND_MS
+    in_flight = load if sweep.kind == "concurrency" else sweep.concurrency
+    row["gap_judged"] = sweep.kind != "rate" and in_flight <= slots
+    row["client_flagged"] = row["gap_judged"] and gap is not None and gap > SERVER_GAP_BOUND_MS
     if sweep.slo is not None:
         row.update(pooled(runs, sweep.slo))
     if m.invalid:
@@ -192,7 +198,8 @@ def sweep_check(sweep: Sweep, points: Sequence[Mapping], skipped: Sequence[float
             **DEFINITIONS,
             "attainment": "share of requests that completed and met every SLO bound",
             "goodput": "requests/s and output tokens/s of requests that met the SLO",
-            "server_ttft_gap_ms": "median of client TTFT minus the engine's own prompt time",
+            "server_ttft_gap_ms": "median of client TTFT minus the engine's own prompt time (the "
+            "client, the network and, where requests outnumber the server's slots, its queue)",
         },
     }
     if sweep.slo is not None:

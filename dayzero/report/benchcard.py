@@ -51,6 +51,7 @@ class Point:
     goodput_rps: float | None
     server_ttft_gap_ms: float | None
     client_flagged: bool
+    gap_judged: bool  # False: requests could queue for a server slot, the gap holds the wait
     joules_per_token: float | None
     cost_per_million: float | None
     evidence: str
@@ -166,6 +167,7 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
                     goodput_rps=p.get("goodput_rps"),
                     server_ttft_gap_ms=p.get("server_ttft_gap_ms"),
                     client_flagged=bool(p.get("client_flagged")),
+                    gap_judged=bool(p.get("gap_judged")),
                     joules_per_token=_energy(doc),
                     cost_per_million=per_million_tokens(price, per_acc),
                     evidence=evidence_path,
@@ -313,7 +315,8 @@ COLUMNS = (
 def _gap(p: Point) -> str | None:
     if p.server_ttft_gap_ms is None:
         return None
-    return f"{p.server_ttft_gap_ms:g} ms" + (" (client flagged)" if p.client_flagged else "")
+    note = " (client flagged)" if p.client_flagged else "" if p.gap_judged else " (with queue)"
+    return f"{p.server_ttft_gap_ms:g} ms{note}"
 
 
 def _cell(value) -> str:

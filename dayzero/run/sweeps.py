@@ -2,7 +2,8 @@
 
 A point is a `MeasurementPlan` with its own record names (`records.sweep`) and prompts: a context
 point sets the workload's input length, a rate point gives every request a Poisson arrival time
-(`at`, seeded by the point's phase name, so the checker draws the same schedule). `walk` measures
+(`at`, seeded by the point's phase name, so the checker draws the same schedule; the gaps are
+scaled so the point offers exactly its rate). `walk` measures
 the card's points in order, then bisects towards the max load at SLO (`checks.sweep.next_load`),
 until `measure` says stop: the live run stops when the sweep's time budget is spent, the
 submission checker where the bundle has no more records. One walk for both, so the points a
@@ -54,11 +55,15 @@ class SweepPoint(MeasurementPlan):
     def requests(self, repetition: int) -> list[dict]:
         out = self.workload.requests(self.prompts_per_run, repetition, salt=self.salt)
         if self.sweep.kind == "rate":
+            # Exponential gaps, scaled so the point offers exactly its rate: a few draws miss it
+            # far (the first cpu run drew 3.7 req/s for a 1 req/s point of 10 requests).
             rng = random.Random(zlib.crc32(self.phase(repetition).encode()))
+            gaps = [rng.expovariate(self.load) for _ in out[1:]]
+            scale = len(gaps) / self.load / sum(gaps) if gaps else 1.0
             at = 0.0
-            for req in out:
+            for req, gap in zip(out, [0.0, *gaps], strict=True):
+                at += gap * scale
                 req["at"] = round(at, 6)
-                at += rng.expovariate(self.load)
         return out
 
     def warmup(self) -> list[dict]:
@@ -92,6 +97,7 @@ def point_plan(sweep: Sweep, base: MeasurementPlan, load: float) -> SweepPoint:
 class SweepPlan:
     sweep: Sweep
     base: MeasurementPlan  # workload and protocol; each point sets its own load
+    slots: int = 1  # requests the server takes at once (the mode's concurrency)
 
     def point(self, load: float) -> SweepPoint:
         return point_plan(self.sweep, self.base, load)
@@ -100,7 +106,7 @@ class SweepPlan:
 def plans(card: ModelCard, cell: Cell, suites: Path) -> Iterator[SweepPlan]:
     for sweep in sweeps_for(card, cell):
         workload = resolve(card, sweep.workload, suites / "workloads")
-        yield SweepPlan(sweep, MeasurementPlan(workload, 1, card.protocol))
+        yield SweepPlan(sweep, MeasurementPlan(workload, 1, card.protocol), card.mode(cell.mode).concurrency)
 
 
 # (records file, raw answer) per repetition of a point, or None: measure no more
@@ -123,7 +129,7 @@ def walk(sp: SweepPlan, measure: Measure, accelerators: int):
         if answers is None:
             return False
         m = p.measurement(answers, accelerators, processes_of(p, answers))
-        points.append(point(sp.sweep, load, m, [a for _, a in answers]))
+        points.append(point(sp.sweep, load, m, [a for _, a in answers], sp.slots))
         return True
 
     for i, load in enumerate(sp.sweep.points):
