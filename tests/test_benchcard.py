@@ -38,7 +38,8 @@ def point(pid: str, user: float, acc: float, kind: str = "concurrency") -> Point
     blank = dict.fromkeys(Point.__dataclass_fields__)
     blank.update(
         cell="m/cpu/a/b", mode="a", strategy="b", sweep="s", kind=kind, load=1.0, label=pid,
-        tok_s_per_user=user, tok_s_per_accelerator=acc, client_flagged=False, gap_judged=True, evidence="e.json",
+        tok_s_per_user=user, tok_s_per_accelerator=acc, client_flagged=False, gap_judged=True,
+        evidence="e.json",
     )  # fmt: skip
     blank.pop("frontier")
     return Point(**blank)
