@@ -71,3 +71,29 @@ def test_cost_per_million_tokens():
 def test_the_catalogue_states_a_price_for_cpu_only():
     got = prices(load_matrix(REPO / "matrix"))
     assert set(got) == {"cpu"} and got["cpu"].currency == "USD"
+
+
+def test_a_phases_energy_from_the_samplers_raw_output():
+    from dayzero.checks.energy import from_power
+
+    nvidia = (DATA / "nvidia-smi-power.csv").read_text()
+    got = from_power({"t0": 0.0, "t1": 1.0, "nvidia_smi": nvidia}, output_tokens=100, accelerators=2)
+    assert got == {
+        "source": "nvidia-smi",
+        "joules": 562.75,
+        "joules_per_token": 5.6275,
+        "watts_per_accelerator": 281.375,
+    }
+    rapl = {
+        "before": json.loads((DATA / "rapl-before.json").read_text()),
+        "after": json.loads((DATA / "rapl-after.json").read_text()),
+    }
+    assert from_power({"t0": 0, "t1": 2, "rapl": rapl}, 40, 1)["joules_per_token"] == 0.5
+    amd = [
+        {"t": 0, "text": (DATA / "amd-smi-metric.txt").read_text()},
+        {"t": 2, "text": (DATA / "amd-smi-metric.txt").read_text()},
+    ]
+    assert from_power({"t0": 0, "t1": 2, "amd_smi": amd}, 28, 1)["joules_per_token"] == 10.0
+    absent = {"t0": 0, "t1": 1, "absent": ["nvidia-smi not found"], "errors": []}
+    assert from_power(absent, 10, 1) == {"not_measured": "nvidia-smi not found"}
+    assert from_power(None, 10, 1) == {"not_measured": "no power sampler ran beside the phase"}

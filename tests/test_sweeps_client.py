@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,25 @@ def test_a_gap_where_requests_queue_for_a_slot_is_not_the_clients():
 
 def test_no_engine_account_no_gap():
     assert server_ttft_gap([{"send": 1.0, "first": 1.2, "end": 2.0}]) is None
+
+
+def test_the_power_sampler_says_why_it_measured_nothing_here():
+    """This VM has no RAPL, nvidia-smi or amd-smi: the point's energy is not measured, with why."""
+    sweep = Sweep("c", "concurrency", "w", (1.0,), {})
+    p = SweepPlan(sweep, MeasurementPlan(WORKLOAD, 1, Protocol(min_prompts=2))).point(1.0)
+    with StubServer(StubConfig(ttft=0.01, itl=0.002)) as stub:
+        spec = {
+            "action": "load",
+            "url": stub.url,
+            "concurrency": 1,
+            "requests": p.requests(0),
+            "power": p.power,
+        }
+        answer = client(spec)
+    power = answer["power"]
+    assert power["t1"] >= power["t0"] and power["interval"] == 0.5
+    m = p.measurement([("r.json", answer)], accelerators=1, processes=1)
+    row = point(sweep, 1.0, m, [answer])
+    if not Path("/sys/class/powercap").exists():
+        assert "no readable RAPL zone under /sys/class/powercap" in row["energy"]["not_measured"]
+        assert "nvidia-smi not found" in row["energy"]["not_measured"]

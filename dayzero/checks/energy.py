@@ -104,3 +104,23 @@ def per_token(joules: Mapping[str, float], output_tokens: int, seconds: float, a
         "joules_per_token": round(total / output_tokens, 6) if output_tokens else None,
         "watts_per_accelerator": round(total / seconds / max(accelerators, 1), 3) if seconds > 0 else None,
     }
+
+
+def from_power(power: Mapping | None, output_tokens: int, accelerators: int) -> dict:
+    """A phase's energy from what the host client's sampler kept (`answer["power"]`): the first
+    source with readings (nvidia-smi, amd-smi, RAPL), else why it is not measured."""
+    if not power:
+        return {"not_measured": "no power sampler ran beside the phase"}
+    seconds = float(power.get("t1", 0)) - float(power.get("t0", 0))
+    joules, source = {}, ""
+    if power.get("nvidia_smi"):
+        joules, source = integrate(nvidia_smi_csv(power["nvidia_smi"])), "nvidia-smi"
+    if not joules and power.get("amd_smi"):
+        samples = [PowerSample(float(r["t"]), amd_smi_power(r["text"])) for r in power["amd_smi"]]
+        joules, source = integrate(samples), "amd-smi"
+    if not joules and power.get("rapl"):
+        joules, source = rapl_joules(power["rapl"]["before"], power["rapl"]["after"]), "RAPL"
+    if not joules:
+        why = [*(power.get("absent") or ()), *(power.get("errors") or ())]
+        return {"not_measured": "; ".join(why) or "no power reading"}
+    return {"source": source, **per_token(joules, output_tokens, seconds, accelerators)}

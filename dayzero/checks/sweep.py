@@ -12,8 +12,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from dayzero.checks import FAILED, PASSED, CheckResult
+from dayzero.checks.energy import from_power
 from dayzero.checks.measurement import Measurement
-from dayzero.checks.metrics import DEFINITIONS
+from dayzero.checks.metrics import DEFINITIONS, completed, output_tokens
 from dayzero.checks.performance import INVALID
 from dayzero.checks.slo import pooled
 from dayzero.spec.sweeps import Sweep
@@ -50,7 +51,14 @@ def server_ttft_gap(records: Sequence[Mapping]) -> float | None:
     return _median(gaps)
 
 
-def point(sweep: Sweep, load: float, m: Measurement, answers: Sequence[Mapping], slots: int = 1) -> dict:
+def point(
+    sweep: Sweep,
+    load: float,
+    m: Measurement,
+    answers: Sequence[Mapping],
+    slots: int = 1,
+    accelerators: int = 1,
+) -> dict:
     """One measured load: medians of the repetitions' summaries, SLO attainment and goodput.
 
     The client-server TTFT gap is judged only where no request can have waited for a server slot
@@ -68,11 +76,31 @@ def point(sweep: Sweep, load: float, m: Measurement, answers: Sequence[Mapping],
     row["client_flagged"] = row["gap_judged"] and gap is not None and gap > SERVER_GAP_BOUND_MS
     if sweep.slo is not None:
         row.update(pooled(runs, sweep.slo))
+    row["energy"] = energy(answers, accelerators)
     if m.invalid:
         row["invalid"] = list(m.invalid)
     if m.compliance:
         row["compliance"] = list(m.compliance)
     return row
+
+
+def energy(answers: Sequence[Mapping], accelerators: int) -> dict:
+    """Joules per output token over the point's repetitions, from each run's power samples."""
+    runs = [
+        from_power(a.get("power"), sum(output_tokens(r) for r in completed(a["records"])), accelerators)
+        for a in answers
+    ]
+    measured = [r for r in runs if "joules" in r]
+    if not measured:
+        return runs[0] if runs else {"not_measured": "no run"}
+    tokens = sum(output_tokens(r) for a in answers for r in completed(a["records"]))
+    total = sum(r["joules"] for r in measured)
+    return {
+        "source": measured[0]["source"],
+        "joules": round(total, 3),
+        "joules_per_token": round(total / tokens, 6) if tokens and len(measured) == len(runs) else None,
+        "watts_per_accelerator": measured[0]["watts_per_accelerator"],
+    }
 
 
 def max_load(points: Sequence[Mapping], target: float) -> dict:

@@ -28,11 +28,15 @@ so the controller can tell a silent host (network gone) from a long phase.
 
 # ruff: noqa: UP041 - asyncio.TimeoutError is not the builtin TimeoutError before Python 3.11
 import asyncio
+import glob
 import json
 import mmap
 import os
+import shutil
 import struct
+import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -621,16 +625,113 @@ def run_load(spec):
         if out["stall"]:  # the measured phase is not sent to a server that stopped answering
             out["procs"], out["records"] = warm_procs, []
             return out
+    sampler = PowerSampler(spec["power"]) if spec.get("power") else None
     out["start"] = now()
-    procs, records = run_phase(
-        spec, spec.get("requests") or spec.get("sessions") or [], concurrency, processes, watch
-    )
+    if sampler:
+        sampler.start()
+    try:
+        procs, records = run_phase(
+            spec, spec.get("requests") or spec.get("sessions") or [], concurrency, processes, watch
+        )
+    finally:
+        if sampler:
+            out["power"] = sampler.finish()
     out["stall"] = _stall(procs, "measured")
     out["end"] = now()
     out["client_cpu_s"] = round(sum(p["cpu_s"] for p in procs), 4)
     out["procs"] = procs
     out["records"] = records
     return out
+
+
+# --- power beside the phase ---------------------------------------------------------------------
+
+RAPL = "/sys/class/powercap"
+NVIDIA_QUERY = ["--query-gpu=timestamp,index,power.draw", "--format=csv,noheader"]
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def rapl_zones():
+    """Every readable RAPL zone: name, energy_uj, max_energy_range_uj (energy_uj is root-only on
+    most kernels since 2020)."""
+    zones = {}
+    for zone in sorted(glob.glob(RAPL + "/intel-rapl:*")):
+        energy = _read(zone + "/energy_uj")
+        if energy is not None:
+            zones[os.path.basename(zone)] = {
+                "name": _read(zone + "/name"),
+                "energy_uj": energy,
+                "max_energy_range_uj": _read(zone + "/max_energy_range_uj") or "0",
+            }
+    return zones
+
+
+class PowerSampler(threading.Thread):
+    """Samples the host's power tools every `interval` s while the measured phase runs: each
+    tool's raw output is kept (the harness parses it), and why a tool gave nothing."""
+
+    def __init__(self, options):
+        super().__init__(daemon=True)
+        self.interval = float(options.get("interval", 0.5))
+        self.stop = threading.Event()
+        self.nvidia = shutil.which("nvidia-smi")
+        self.amd = shutil.which("amd-smi")
+        self.rapl_before = rapl_zones()
+        self.t0 = now()
+        self.nvidia_lines = []
+        self.amd_reads = []
+        self.errors = []
+
+    def _sample(self):
+        for tool, args in ((self.nvidia, NVIDIA_QUERY), (self.amd, ["metric", "--power"])):
+            if not tool:
+                continue
+            try:
+                done = subprocess.run([tool] + args, capture_output=True, text=True, timeout=10)
+            except (OSError, subprocess.SubprocessError) as exc:
+                self.errors.append(f"{tool}: {exc}")
+                continue
+            if done.returncode != 0:
+                self.errors.append(f"{tool} exited {done.returncode}: {done.stderr[:200]}")
+            elif tool == self.nvidia:
+                self.nvidia_lines += done.stdout.strip().splitlines()
+            else:
+                self.amd_reads.append({"t": now(), "text": done.stdout})
+
+    def run(self):
+        while True:
+            self._sample()
+            if self.stop.wait(self.interval):
+                return
+
+    def finish(self):
+        self.stop.set()
+        if self.is_alive():
+            self.join(30)
+        out = {"t0": self.t0, "t1": now(), "interval": self.interval, "errors": self.errors[:5]}
+        after = rapl_zones()
+        if self.rapl_before and after:
+            out["rapl"] = {"before": self.rapl_before, "after": after}
+        if self.nvidia_lines:
+            out["nvidia_smi"] = "timestamp, index, power.draw [W]\n" + "\n".join(self.nvidia_lines) + "\n"
+        if self.amd_reads:
+            out["amd_smi"] = self.amd_reads
+        absent = []
+        if not self.rapl_before:
+            absent.append("no readable RAPL zone under " + RAPL)
+        if not self.nvidia:
+            absent.append("nvidia-smi not found")
+        if not self.amd:
+            absent.append("amd-smi not found")
+        out["absent"] = absent
+        return out
 
 
 # --- small actions ------------------------------------------------------------------------------

@@ -53,6 +53,8 @@ class Point:
     client_flagged: bool
     gap_judged: bool  # False: requests could queue for a server slot, the gap holds the wait
     joules_per_token: float | None
+    energy_source: str  # the tool the energy came from; "" where not measured
+    energy_reason: str  # why not measured; "" where measured
     cost_per_million: float | None
     evidence: str
     frontier: bool = False
@@ -119,8 +121,13 @@ def frontier(points: Sequence[Point]) -> set[str]:
     return out
 
 
-def _energy(doc: dict) -> float | None:
-    return None  # a power sampler's joules per output token, once evidence carries one
+def energy_line(points: Sequence[Point]) -> str:
+    """What the card says about energy: measured by which tool, or why not (the samplers' reasons)."""
+    sources = sorted({p.energy_source for p in points if p.energy_source})
+    if sources:
+        return f"measured by {', '.join(sources)} beside each sweep point"
+    reasons = sorted({p.energy_reason for p in points if p.energy_reason})
+    return "not measured: " + ("; ".join(reasons) if reasons else "no sweep evidence")
 
 
 def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[Point], list[dict]]:
@@ -168,7 +175,11 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
                     server_ttft_gap_ms=p.get("server_ttft_gap_ms"),
                     client_flagged=bool(p.get("client_flagged")),
                     gap_judged=bool(p.get("gap_judged")),
-                    joules_per_token=_energy(doc),
+                    joules_per_token=(p.get("energy") or {}).get("joules_per_token"),
+                    energy_source=(p.get("energy") or {}).get("source", ""),
+                    energy_reason=(p.get("energy") or {"not_measured": "an older run"}).get(
+                        "not_measured", ""
+                    ),
                     cost_per_million=per_million_tokens(price, per_acc),
                     evidence=evidence_path,
                 )
@@ -208,7 +219,7 @@ def build(matrix: Matrix, reports_dir: Path) -> list[BenchCard]:
                     tuple(summaries),
                     claims_for(card, kind),
                     price_of.get(kind),
-                    "not measured: no power sampler ran beside these phases",
+                    energy_line(points),
                     tuple(used),
                 )
             )

@@ -154,6 +154,8 @@ def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[t
             }
             if rep == 0:
                 spec["warmup"] = m.warmup()
+            if m.power:
+                spec["power"] = dict(m.power)
             answer, _ = metered(ep, m.phase(rep), lambda spec=spec: ep.client(spec, LOAD_TIMEOUT))
             ep.alive()
             found = saturation(answer, protocol.saturation)

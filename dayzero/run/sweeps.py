@@ -28,6 +28,8 @@ from dayzero.spec.matrix import Cell
 from dayzero.spec.sweeps import Sweep, sweeps_for
 from dayzero.spec.workloads import resolve
 
+POWER_INTERVAL_S = 0.5  # nvidia-smi / amd-smi readings; RAPL is a counter, read at both ends
+
 
 @dataclass(frozen=True)
 class SweepPoint(MeasurementPlan):
@@ -88,6 +90,7 @@ def point_plan(sweep: Sweep, base: MeasurementPlan, load: float) -> SweepPoint:
         base.protocol,
         num_prompts=sweep.num_prompts,
         repetitions=sweep.repetitions,
+        power={"interval": POWER_INTERVAL_S},
         sweep=sweep,
         load=load,
     )
@@ -129,7 +132,7 @@ def walk(sp: SweepPlan, measure: Measure, accelerators: int):
         if answers is None:
             return False
         m = p.measurement(answers, accelerators, processes_of(p, answers))
-        points.append(point(sp.sweep, load, m, [a for _, a in answers], sp.slots))
+        points.append(point(sp.sweep, load, m, [a for _, a in answers], sp.slots, accelerators))
         return True
 
     for i, load in enumerate(sp.sweep.points):
