@@ -278,12 +278,13 @@ def pareto_svg(card: BenchCard) -> str:
 def context_svg(card: BenchCard) -> str:
     """TTFT, ITL and per-token decode time against input length, per context sweep."""
     charts = []
-    for p_cell in sorted({(p.mode, p.strategy, p.sweep) for p in card.points if p.kind == "context"}):
+    cells = sorted({(p.mode, p.strategy, p.sweep) for p in card.points if p.kind == "context"})
+    for p_cell in cells:
         pts = sorted(
             (p for p in card.points if p.kind == "context" and (p.mode, p.strategy, p.sweep) == p_cell),
             key=lambda p: p.load,
         )
-        name = f"{p_cell[0]}/{p_cell[1]}"
+        name = f"{p_cell[0]}/{p_cell[1]} " if len(cells) > 1 else ""  # the legend is narrow
         for metric, attr, dashed in (
             ("TTFT p50", "ttft_p50_ms", False),
             ("decode/token p50", "tpot_p50_ms", True),
@@ -291,7 +292,7 @@ def context_svg(card: BenchCard) -> str:
             got = [(p.load, getattr(p, attr), p.id) for p in pts if getattr(p, attr) is not None]
             charts.append(
                 Series(
-                    f"{name} {metric}",
+                    f"{name}{metric}",
                     tuple((x, y) for x, y, _ in got),
                     colour=len(charts),
                     dashed=dashed,
