@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dayzero.checks.sweep import SERVER_GAP_BOUND_MS, point, server_ttft_gap
+from dayzero.checks.sweep import SERVER_GAP_BOUND_MS, gap_bound, point, server_ttft_gap
 from dayzero.lab.deploy import run_client
 from dayzero.lab.transport.local import LocalTransport
 from dayzero.run.plan import MeasurementPlan
@@ -117,6 +117,14 @@ def test_a_gap_where_requests_queue_for_a_slot_is_not_the_clients():
 
 def test_no_engine_account_no_gap():
     assert server_ttft_gap([{"send": 1.0, "first": 1.2, "end": 2.0}]) is None
+
+
+def test_the_gap_bound_grows_with_a_long_prompt():
+    """60 ms more than 30 s of prompt time is not the client (the cpu cells' 4032-token point)."""
+    records = [{"send": 1.0, "first": 31.06, "end": 32.0, "timings": {"prompt_ms": 30000}}]
+    assert server_ttft_gap(records) == pytest.approx(60, abs=0.01)
+    assert gap_bound(records) == 1500
+    assert gap_bound([{"send": 1.0, "first": 1.2, "timings": {"prompt_ms": 100}}]) == SERVER_GAP_BOUND_MS
 
 
 def test_the_power_sampler_says_why_it_measured_nothing_here():
