@@ -17,7 +17,7 @@ import pytest
 
 from dayzero.report import benchcard
 from dayzero.report.benchcard import ClaimPoint, Point, build, frontier, pareto_svg, write_cards
-from dayzero.spec.card import ModelCard
+from dayzero.spec.card import Claim, ModelCard
 from dayzero.spec.matrix import load_matrix
 
 from .submission_corpus.synthetic import synthetic_run
@@ -51,25 +51,32 @@ def test_frontier_keeps_the_points_nothing_beats_on_both_axes():
     assert frontier([point("none", None, 5)]) == set()
 
 
-def test_claims_hook_reads_points_that_state_both_axes():
+def test_claims_with_both_axes_become_points():
+    def claim(unit, value, hardware="b300", conc=64):
+        return Claim(
+            f"{unit}-{hardware}",
+            "cookbook",
+            "output_throughput",
+            value,
+            unit,
+            "w",
+            conc,
+            {"hardware": hardware},
+        )
+
     card = ModelCard(
         "m",
         None,
-        raw={
-            "claims": [
-                {
-                    "hardware": "b300",
-                    "label": "cookbook c64",
-                    "tok_s_per_accelerator": 900,
-                    "tok_s_per_user": 45,
-                },
-                {"hardware": "b300", "label": "throughput only", "tok_s_per_accelerator": 900},
-                {"hardware": "h100", "label": "other kind", "tok_s_per_accelerator": 1, "tok_s_per_user": 1},
-            ]
-        },
+        claims=(
+            claim("per_accelerator", 900),
+            claim("per_user", 45),
+            claim("per_accelerator", 500, conc=256),  # no per-user claim beside it
+            claim("per_accelerator", 1, hardware="h100"),
+            claim("per_user", 1, hardware="h100"),
+        ),
     )
-    assert benchcard.claims_for(card, "b300") == (ClaimPoint("cookbook c64", 45, 900, ""),)
-    assert benchcard.claims_for(ModelCard("m", None), "b300") == ()
+    assert benchcard.claim_points(card, "b300") == (ClaimPoint("w c64", 45, 900, "cookbook"),)
+    assert benchcard.claim_points(ModelCard("m", None), "b300") == ()
 
 
 def test_a_kind_without_evidence_is_pending_and_still_draws_its_claims(synthetic, tmp_path):
@@ -88,7 +95,8 @@ def test_card_json_has_every_sweep_point_with_slo_goodput_and_cost(synthetic):
     doc = json.loads(html.with_suffix(".json").read_text())
     assert doc["status"] == "measured"
     sweeps = {(p["mode"], p["sweep"]) for p in doc["points"]}
-    assert sweeps == {("high_throughput", "conc"), ("high_throughput", "rate"), ("low_latency", "ctx")}
+    ht, ll = "llama.cpp high_throughput", "llama.cpp low_latency"  # the engine is an axis on cpu
+    assert sweeps == {(ht, "conc"), (ht, "rate"), (ll, "ctx")}
     rate = [p for p in doc["points"] if p["sweep"] == "rate"]
     assert all(p["attainment"] is not None and p["goodput_tok_s"] is not None for p in rate)
     assert all(p["cost_per_million"] > 0 for p in doc["points"])

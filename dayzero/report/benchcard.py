@@ -12,7 +12,7 @@ A kind with no sweep evidence says "pending" and still shows the published claim
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from dayzero.escape import escape
 from dayzero.report.acceptance import latest_evidence
 from dayzero.report.cost import Price, per_million_tokens, prices
 from dayzero.report.plots import Series, line_chart
-from dayzero.spec.card import ModelCard
+from dayzero.spec.card import MODE, Claim, ModelCard, as_names
 from dayzero.spec.matrix import Matrix
 
 CARDS_DIR = "cards"
@@ -92,19 +92,24 @@ class BenchCard:
         return "measured" if self.points else "pending"
 
 
-def claims_for(card: ModelCard, kind: str) -> tuple[ClaimPoint, ...]:
-    """The hook for published claims (issue 21 makes them card data): every claim of this kind
-    that states both tok/s per accelerator and tok/s per user becomes a point on the Pareto. No
-    claims section yet: none."""
-    out = []
-    for claim in card.raw.get("claims") or ():
-        if not isinstance(claim, Mapping) or claim.get("hardware") not in (kind, None):
+def claim_points(card: ModelCard, kind: str) -> tuple[ClaimPoint, ...]:
+    """The card's published claims (`ModelCard.claims`) as points on this kind's Pareto: an
+    output-throughput claim per accelerator and one per user of the same workload, concurrency
+    and prerequisites make one point (a claim of one axis alone has no place on the plot)."""
+    pairs: dict[tuple, dict[str, Claim]] = {}
+    for claim in card.claims:
+        kinds = claim.when.get("hardware")
+        if kinds is not None and kind not in as_names(kinds):
             continue
-        per_acc, per_user = claim.get("tok_s_per_accelerator"), claim.get("tok_s_per_user")
-        if isinstance(per_acc, int | float) and isinstance(per_user, int | float):
-            out.append(
-                ClaimPoint(str(claim.get("label", "claim")), per_user, per_acc, str(claim.get("source", "")))
-            )
+        if claim.metric == "output_throughput" and claim.unit in ("per_accelerator", "per_user"):
+            key = (claim.workload, str(claim.concurrency), repr(sorted(claim.when.items())))
+            pairs.setdefault(key, {})[claim.unit] = claim
+    out = []
+    for (workload, conc, _), both in pairs.items():
+        if len(both) == 2:
+            acc, user = both["per_accelerator"], both["per_user"]
+            at = f" c{conc}" if conc not in ("None", MODE) else ""
+            out.append(ClaimPoint(f"{workload}{at}", user.value, acc.value, acc.source))
     return tuple(out)
 
 
@@ -128,6 +133,12 @@ def energy_line(points: Sequence[Point]) -> str:
         return f"measured by {', '.join(sources)} beside each sweep point"
     reasons = sorted({p.energy_reason for p in points if p.energy_reason})
     return "not measured: " + ("; ".join(reasons) if reasons else "no sweep evidence")
+
+
+def _engine_prefix(doc: dict) -> str:
+    """`sglang ` where the kind is served by several engines (the cell id's `cpu+sglang`)."""
+    kind = doc["cell"].split("/")[1] if doc["cell"].count("/") >= 3 else ""
+    return f"{kind.split('+', 1)[1]} " if "+" in kind else ""
 
 
 def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[Point], list[dict]]:
@@ -156,7 +167,7 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
             points.append(
                 Point(
                     cell=doc["cell"],
-                    mode=doc["mode"],
+                    mode=_engine_prefix(doc) + doc["mode"],
                     strategy="+".join([doc["strategy"], *doc.get("options", [])]),
                     sweep=str(d.get("sweep")),
                     kind=str(d.get("kind")),
@@ -217,7 +228,7 @@ def build(matrix: Matrix, reports_dir: Path) -> list[BenchCard]:
                     card.display_name,
                     tuple(points),
                     tuple(summaries),
-                    claims_for(card, kind),
+                    claim_points(card, kind),
                     price_of.get(kind),
                     energy_line(points),
                     tuple(used),
@@ -403,7 +414,7 @@ def to_markdown(card: BenchCard, stem: str) -> str:
     lines += [f"- energy: {card.energy}", f"- {escape(_price_line(card), 'markdown')}"]
     lines += [
         f"- published claims: {len(card.claims)}"
-        + ("" if card.claims else " (the card states none with tok/s per accelerator and per user)"),
+        + ("" if card.claims else " drawn (none states both tok/s per accelerator and per user)"),
         "",
     ]
     return "\n".join(lines)
