@@ -244,9 +244,15 @@ def pareto_svg(card: BenchCard) -> str:
     """tok/s per accelerator against tok/s per user: one marker series per sweep, the frontier as
     a line, claims as large markers."""
     series: dict[str, list[Point]] = {}
-    for p in card.points:
-        if p.kind != "context" and p.tok_s_per_user is not None and p.tok_s_per_accelerator is not None:
-            series.setdefault(f"{p.mode}/{p.strategy} {p.sweep}", []).append(p)
+    shown = [
+        p
+        for p in card.points
+        if p.kind != "context" and p.tok_s_per_user is not None and p.tok_s_per_accelerator is not None
+    ]
+    several = len({(p.mode, p.strategy) for p in shown}) > 1  # else the legend names the sweep alone
+    for p in shown:
+        name = f"{p.mode}/{p.strategy} {p.sweep}" if several else f"{p.sweep} ({p.kind})"
+        series.setdefault(name, []).append(p)
     charts = [
         Series(
             name,
@@ -286,8 +292,19 @@ def pareto_svg(card: BenchCard) -> str:
     )
 
 
-def context_svg(card: BenchCard) -> str:
-    """TTFT, ITL and per-token decode time against input length, per context sweep."""
+CONTEXT_CHARTS = {
+    "context": ("time to first token", (("TTFT p50", "ttft_p50_ms", False),)),
+    "decode": (
+        "decode time per token",
+        (("decode/token p50", "tpot_p50_ms", False), ("ITL p50", "itl_p50_ms", True)),
+    ),
+}
+
+
+def context_svg(card: BenchCard, chart: str = "context") -> str:
+    """Against input length, per context sweep: TTFT (`context`), or decode time per token and
+    ITL (`decode`; on its own axis, seconds of prefill would flatten it)."""
+    title, metrics = CONTEXT_CHARTS[chart]
     charts = []
     cells = sorted({(p.mode, p.strategy, p.sweep) for p in card.points if p.kind == "context"})
     for p_cell in cells:
@@ -296,10 +313,7 @@ def context_svg(card: BenchCard) -> str:
             key=lambda p: p.load,
         )
         name = f"{p_cell[0]}/{p_cell[1]} " if len(cells) > 1 else ""  # the legend is narrow
-        for metric, attr, dashed in (
-            ("TTFT p50", "ttft_p50_ms", False),
-            ("decode/token p50", "tpot_p50_ms", True),
-        ):
+        for metric, attr, dashed in metrics:
             got = [(p.load, getattr(p, attr), p.id) for p in pts if getattr(p, attr) is not None]
             charts.append(
                 Series(
@@ -310,7 +324,7 @@ def context_svg(card: BenchCard) -> str:
                     labels=tuple(f"{pid} {metric}" for _, _, pid in got),
                 )
             )
-    return line_chart(charts, f"{card.model} on {card.kind}: latency vs input length", "input tokens", "ms")
+    return line_chart(charts, f"{card.model} on {card.kind}: {title} vs input length", "input tokens", "ms")
 
 
 # --- documents ------------------------------------------------------------------------------------
@@ -409,7 +423,7 @@ def to_markdown(card: BenchCard, stem: str) -> str:
         lines += ["| " + " | ".join(md(get(p)) for _, get in COLUMNS) + " |" for p in card.points]
         lines.append("")
         if any(p.kind == "context" for p in card.points):
-            lines += [f"![context]({stem}.context.svg)", ""]
+            lines += [f"![context]({stem}.context.svg)", "", f"![decode]({stem}.decode.svg)", ""]
     lines += [f"- {escape(line, 'markdown')}" for line in _summary_lines(card)]
     lines += [f"- energy: {card.energy}", f"- {escape(_price_line(card), 'markdown')}"]
     lines += [
@@ -467,15 +481,17 @@ def write_cards(matrix: Matrix, reports_dir: Path, only: Iterable[str] = ()) -> 
             continue
         folder = reports_dir / CARDS_DIR / card.model
         folder.mkdir(parents=True, exist_ok=True)
-        pareto, context = pareto_svg(card), context_svg(card)
+        pareto = pareto_svg(card)
+        context = {chart: context_svg(card, chart) for chart in CONTEXT_CHARTS}
         if card.points:
             (folder / f"{card.kind}.pareto.svg").write_text(pareto)
         if any(p.kind == "context" for p in card.points):
-            (folder / f"{card.kind}.context.svg").write_text(context)
+            for chart, svg in context.items():
+                (folder / f"{card.kind}.{chart}.svg").write_text(svg)
         (folder / f"{card.kind}.md").write_text(to_markdown(card, card.kind))
         atomic.write_json(folder / f"{card.kind}.json", to_json(card))
         html_path = folder / f"{card.kind}.html"
-        html_path.write_text(to_html(card, pareto, context))
+        html_path.write_text(to_html(card, pareto, "\n".join(context.values())))
         written.append(html_path)
     return written
 
