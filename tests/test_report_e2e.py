@@ -192,3 +192,19 @@ def test_no_planted_secret_in_any_file_under_reports(cpu_run):
     reports = cpu_run["reports"]
     assert len(list(reports.rglob("*"))) > 50
     assert files_containing(reports, [RECIPE_SECRET, SETUP_SECRET]) == []
+
+
+def test_the_benchmark_card_of_the_cpu_cells_shows_every_measured_point(cpu_run):
+    """`dayzero report` wrote the cpu card from the run's sweeps: one concurrency, one rate and one
+    context sweep, every measured point a table row and a marker on its chart in Chromium."""
+    from .test_benchcard import check_every_point_shown
+
+    html = cpu_run["reports"] / "cards" / "smollm2-135m" / "cpu.html"
+    doc = json.loads(html.with_suffix(".json").read_text())
+    kinds = {p["kind"] for p in doc["points"]}
+    assert kinds == {"concurrency", "rate", "context"}, doc["sweeps"]
+    assert all(p["server_ttft_gap_ms"] is not None for p in doc["points"])  # llama-server's timings
+    shot = cpu_run["reports"] / "artifacts" / "benchmark-card-cpu.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    check_every_point_shown(html, shot)
+    keep(shot)

@@ -11,6 +11,7 @@ import sys
 
 from dayzero.cli import (
     acceptance,
+    card,
     engine,
     golden,
     hosts,
@@ -24,7 +25,7 @@ from dayzero.cli import (
 )
 from dayzero.errors import ConfigError, DayzeroError
 
-VERBS = (matrix, recipe, lint, golden, hosts, acceptance, report, nightly, submission, import_, engine)
+VERBS = (matrix, recipe, lint, golden, hosts, acceptance, card, report, nightly, submission, import_, engine)
 
 
 def build_parser() -> argparse.ArgumentParser:

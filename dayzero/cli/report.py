@@ -1,10 +1,11 @@
-"""`dayzero report`: the acceptance table and the single-file Allure 3 report of a run."""
+"""`dayzero report`: the acceptance table, benchmark cards and single-file Allure 3 report of a run."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+from dayzero.cli import card
 from dayzero.cli.common import REPORTS, add_stale_after
 from dayzero.spec.matrix import load_matrix
 
@@ -30,6 +31,8 @@ def run(args) -> int:
     from dayzero.report.acceptance import write_acceptance
 
     reports = Path(args.reports)
+    cards = card.write(args.matrix, reports)  # first: the acceptance table links them
+    print(f"cards: {len(cards)} in {reports / 'cards'}")
     table = write_acceptance(load_matrix(args.matrix), reports, max_age_days=args.stale_after)
     print(f"acceptance: {table} and {table.with_suffix('.html')}")
     started = time.monotonic()

@@ -16,7 +16,8 @@ Raw per-request record (every summary is computed by the harness from these):
   text, finish_reason, usage (the server's, if sent), timings (llama.cpp), error, proc (client
   process), reused (keep-alive connection reused), plus session/turn for multi-turn sessions;
   tool_calls (name, arguments as streamed, id) and reasoning (the reasoning field's text) where
-  the server returned any.
+  the server returned any; in an open-loop run (requests carrying an arrival time `at`),
+  scheduled (when it was due).
 
 Stall: with `stall_s` in the spec, requests in flight and no streamed event from any of them (in
 any client process) for that long end the phase at once: every connection is dropped, the
@@ -27,11 +28,15 @@ so the controller can tell a silent host (network gone) from a long phase.
 
 # ruff: noqa: UP041 - asyncio.TimeoutError is not the builtin TimeoutError before Python 3.11
 import asyncio
+import glob
 import json
 import mmap
 import os
+import shutil
 import struct
+import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -406,6 +411,13 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval, watch
             messages.append({"role": "assistant", "content": rec["text"]})
         return out
 
+    if items and "at" in items[0]:
+        watcher = asyncio.ensure_future(monitor())
+        await _open_loop(host, port, items, concurrency, timeout, one, records, watch, conns)
+        done[0] = True
+        watcher.cancel()
+        return records, lags
+
     slots = max(1, min(concurrency, len(items)))
     connected = [0]
     all_connected = asyncio.Event()
@@ -440,6 +452,45 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval, watch
     done[0] = True
     watcher.cancel()
     return records, lags
+
+
+async def _open_loop(host, port, items, cap, timeout, one, records, watch, conns):
+    """Open loop: each request is sent at its arrival time (`at`, seconds after the start; Poisson
+    gaps drawn by the harness), whatever is still in flight, up to `cap` requests at once (a
+    request past the cap waits: its record's `scheduled` says when it was due)."""
+    loop = asyncio.get_running_loop()
+    gate = asyncio.Semaphore(max(1, cap))
+    idle = []
+    t0, wall0 = loop.time(), now()
+
+    async def fire(item):
+        async with gate:
+            if idle:
+                conn = idle.pop()
+            else:
+                conn = Connection(host, port, min(timeout, 30.0))
+                conns.append(conn)  # a stall aborts it with the others
+            try:
+                recs = await one(conn, item)
+            finally:
+                idle.append(conn)
+        for rec in recs:
+            rec["index"], rec["scheduled"] = item["_index"], round(wall0 + item["at"], 6)
+        records.extend(recs)
+
+    tasks = []
+    for item in sorted(items, key=lambda i: i["at"]):
+        if watch.stall is not None:
+            break  # a stalled engine ends the phase: what is not sent yet is not sent
+        delay = t0 + item["at"] - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(fire(item)))
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for conn in idle:
+            conn.close()
 
 
 def run_process(spec, items, concurrency, proc, watch):
@@ -574,16 +625,113 @@ def run_load(spec):
         if out["stall"]:  # the measured phase is not sent to a server that stopped answering
             out["procs"], out["records"] = warm_procs, []
             return out
+    sampler = PowerSampler(spec["power"]) if spec.get("power") else None
     out["start"] = now()
-    procs, records = run_phase(
-        spec, spec.get("requests") or spec.get("sessions") or [], concurrency, processes, watch
-    )
+    if sampler:
+        sampler.start()
+    try:
+        procs, records = run_phase(
+            spec, spec.get("requests") or spec.get("sessions") or [], concurrency, processes, watch
+        )
+    finally:
+        if sampler:
+            out["power"] = sampler.finish()
     out["stall"] = _stall(procs, "measured")
     out["end"] = now()
     out["client_cpu_s"] = round(sum(p["cpu_s"] for p in procs), 4)
     out["procs"] = procs
     out["records"] = records
     return out
+
+
+# --- power beside the phase ---------------------------------------------------------------------
+
+RAPL = "/sys/class/powercap"
+NVIDIA_QUERY = ["--query-gpu=timestamp,index,power.draw", "--format=csv,noheader"]
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def rapl_zones():
+    """Every readable RAPL zone: name, energy_uj, max_energy_range_uj (energy_uj is root-only on
+    most kernels since 2020)."""
+    zones = {}
+    for zone in sorted(glob.glob(RAPL + "/intel-rapl:*")):
+        energy = _read(zone + "/energy_uj")
+        if energy is not None:
+            zones[os.path.basename(zone)] = {
+                "name": _read(zone + "/name"),
+                "energy_uj": energy,
+                "max_energy_range_uj": _read(zone + "/max_energy_range_uj") or "0",
+            }
+    return zones
+
+
+class PowerSampler(threading.Thread):
+    """Samples the host's power tools every `interval` s while the measured phase runs: each
+    tool's raw output is kept (the harness parses it), and why a tool gave nothing."""
+
+    def __init__(self, options):
+        super().__init__(daemon=True)
+        self.interval = float(options.get("interval", 0.5))
+        self.stop = threading.Event()
+        self.nvidia = shutil.which("nvidia-smi")
+        self.amd = shutil.which("amd-smi")
+        self.rapl_before = rapl_zones()
+        self.t0 = now()
+        self.nvidia_lines = []
+        self.amd_reads = []
+        self.errors = []
+
+    def _sample(self):
+        for tool, args in ((self.nvidia, NVIDIA_QUERY), (self.amd, ["metric", "--power"])):
+            if not tool:
+                continue
+            try:
+                done = subprocess.run([tool] + args, capture_output=True, text=True, timeout=10)
+            except (OSError, subprocess.SubprocessError) as exc:
+                self.errors.append(f"{tool}: {exc}")
+                continue
+            if done.returncode != 0:
+                self.errors.append(f"{tool} exited {done.returncode}: {done.stderr[:200]}")
+            elif tool == self.nvidia:
+                self.nvidia_lines += done.stdout.strip().splitlines()
+            else:
+                self.amd_reads.append({"t": now(), "text": done.stdout})
+
+    def run(self):
+        while True:
+            self._sample()
+            if self.stop.wait(self.interval):
+                return
+
+    def finish(self):
+        self.stop.set()
+        if self.is_alive():
+            self.join(30)
+        out = {"t0": self.t0, "t1": now(), "interval": self.interval, "errors": self.errors[:5]}
+        after = rapl_zones()
+        if self.rapl_before and after:
+            out["rapl"] = {"before": self.rapl_before, "after": after}
+        if self.nvidia_lines:
+            out["nvidia_smi"] = "timestamp, index, power.draw [W]\n" + "\n".join(self.nvidia_lines) + "\n"
+        if self.amd_reads:
+            out["amd_smi"] = self.amd_reads
+        absent = []
+        if not self.rapl_before:
+            absent.append("no readable RAPL zone under " + RAPL)
+        if not self.nvidia:
+            absent.append("nvidia-smi not found")
+        if not self.amd:
+            absent.append("amd-smi not found")
+        out["absent"] = absent
+        return out
 
 
 # --- small actions ------------------------------------------------------------------------------

@@ -385,6 +385,18 @@ def write_acceptance(
     table = rows(matrix, reports_dir, now=now, max_age_days=max_age_days)
     out = reports_dir / "acceptance.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(to_markdown(table, reports_dir))
-    (reports_dir / "acceptance.html").write_text(to_html(table, reports_dir))
+    cards = sorted((reports_dir / "cards").glob("*/*.html"))  # `dayzero card`'s benchmark cards
+    md = [f"- [{c.parent.name} on {c.stem}]({_href(c, reports_dir)})" for c in cards]
+    html = [
+        f'<li><a href="{escape(_href(c, reports_dir), "html")}">'
+        f"{escape(f'{c.parent.name} on {c.stem}', 'html')}</a></li>"
+        for c in cards
+    ]
+    out.write_text(
+        to_markdown(table, reports_dir) + ("\nBenchmark cards:\n\n" + "\n".join(md) + "\n" if md else "")
+    )
+    page = to_html(table, reports_dir)
+    if html:
+        page = page.replace("</body>", "<h2>Benchmark cards</h2><ul>" + "".join(html) + "</ul></body>")
+    (reports_dir / "acceptance.html").write_text(page)
     return out

@@ -23,6 +23,9 @@ class Series:
     points: tuple[tuple[float, float], ...]
     colour: int | None = None  # index into COLOURS; default: the series' position
     dashed: bool = False
+    labels: tuple[str, ...] = ()  # one per point: the marker's tooltip and `data-point`
+    line: bool = True  # False: markers only (a scatter)
+    radius: float = 3.5
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -94,13 +97,19 @@ def line_chart(series: Sequence[Series], title: str, x_label: str, y_label: str)
     for i, s in enumerate(series):
         colour = COLOURS[(i if s.colour is None else s.colour) % len(COLOURS)]
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
-        pts = sorted(s.points)
-        path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
-        parts.append(
-            f'<polyline class="series" data-name="{esc(s.name)}" fill="none" stroke="{colour}" '
-            f'stroke-width="2"{dash} points="{path}"/>'
-        )
-        parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{colour}"/>' for x, y in pts)
+        labelled = sorted(zip(s.points, s.labels or [""] * len(s.points), strict=True))
+        pts = [p for p, _ in labelled]
+        if s.line:
+            path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+            parts.append(
+                f'<polyline class="series" data-name="{esc(s.name)}" fill="none" stroke="{colour}" '
+                f'stroke-width="2"{dash} points="{path}"/>'
+            )
+        for (x, y), label in labelled:
+            mark = f' class="point" data-series="{esc(s.name)}" data-point="{esc(label)}"' if label else ""
+            tip = f"<title>{esc(label)}: {_fmt(round(x, 3))}, {_fmt(round(y, 3))}</title>" if label else ""
+            at = f'cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="{s.radius}"'
+            parts.append(f'<circle{mark} {at} fill="{colour}">{tip}</circle>')
         ly = MARGIN_TOP + 8 + 18 * i
         parts.append(
             f'<line x1="{right + 12}" y1="{ly - 4}" x2="{right + 28}" y2="{ly - 4}" stroke="{colour}" '

@@ -31,6 +31,7 @@ from dayzero.checks.tool_calls import check_tool_calls
 from dayzero.lab.hostload import HostLoad, contention
 from dayzero.run import plan
 from dayzero.run.plan import MeasurementPlan
+from dayzero.run.sweeps import run_sweeps
 from dayzero.spec.card import ModelCard, Protocol
 from dayzero.spec.matrix import Cell
 
@@ -141,7 +142,7 @@ def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[t
     protocol, concurrency = m.protocol, m.concurrency
     processes = protocol.processes(concurrency)
     answers: list[tuple[str, dict]] = []
-    label = f"{m.workload.name}-c{concurrency}"
+    label = m.display
     for rep in range(m.runs):
         while True:
             spec = {
@@ -153,6 +154,8 @@ def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[t
             }
             if rep == 0:
                 spec["warmup"] = m.warmup()
+            if m.power:
+                spec["power"] = dict(m.power)
             answer, _ = metered(ep, m.phase(rep), lambda spec=spec: ep.client(spec, LOAD_TIMEOUT))
             ep.alive()
             found = saturation(answer, protocol.saturation)
@@ -268,13 +271,14 @@ def _plain(value):
 def run_all(
     card: ModelCard, cell: Cell, ep: Endpoint, accelerators: int, suites: Path, into: list[CheckResult]
 ) -> list[CheckResult]:
-    """Performance, then accuracy, then speculative acceptance (each only if the card asks).
+    """Performance, then sweeps, accuracy and speculative acceptance (each only if the card asks).
 
     Checks are appended to `into` as they are made, so a later phase that raises (server died,
     host lost) leaves every earlier check in the evidence.
     """
     for phase in (
         run_performance(card, cell, ep, accelerators, suites),
+        run_sweeps(card, cell, ep, accelerators, suites),
         run_accuracy(card, cell, ep, suites),
         run_speculative(card, cell, ep, suites),
     ):

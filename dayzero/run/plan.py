@@ -74,6 +74,12 @@ class MeasurementPlan:
     repetitions: int | None = None  # the floors' own, else the protocol's
     index: int = 0  # the index-th measurement of this workload at this concurrency
     floors: tuple[Floor, ...] = ()
+    power: Mapping | None = None  # the host client's power sampler (interval), if the phase has one
+
+    @property
+    def display(self) -> str:
+        """How progress lines name it."""
+        return f"{self.workload.name}-c{self.concurrency}"
 
     @property
     def prompts_per_run(self) -> int:

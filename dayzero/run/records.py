@@ -15,6 +15,8 @@ server-side account of the phase). The phases are:
                                         the k-th (k >= 1) measurement of one workload at one
                                         concurrency apart (another length, prompt count or
                                         repetitions)
+    sweep-<sweep>-<point>-r<rep>        one repetition of one point of a benchmark-card sweep
+                                        (point: c<concurrency>, q<rate>, isl<input length>)
 
 The run, the submission checker and the reports all name records through this module.
 """
@@ -50,6 +52,11 @@ def performance(workload: str, concurrency: int, repetition: int, measurement: i
     """One repetition of the `measurement`-th measurement of a workload at a concurrency."""
     variant = f"-m{measurement}" if measurement else ""
     return f"perf-{workload}{variant}-c{concurrency}-r{repetition}"
+
+
+def sweep(name: str, label: str, repetition: int) -> str:
+    """One repetition of one point of a sweep (`dayzero.spec.sweeps`)."""
+    return f"sweep-{name}-{label}-r{repetition}"
 
 
 def load_label(phase: str) -> str | None:

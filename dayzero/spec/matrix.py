@@ -31,6 +31,7 @@ class Hardware:
     device_query: str
     display_name: str = ""
     notes: str = ""
+    price: dict | None = None  # per_accelerator_hour, currency, source: the benchmark card's cost
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ def check_workload(s: Subject, ref: Reference) -> list[Finding]:
     """Every repetition ran the workload's own requests: same ids and max_tokens, same count."""
     out = []
     for view in views(s, ref):
-        for m in view.measurements:
+        for m in view.loads:
             for rep, rel, answer in repetitions(view, m):
                 want = expected_requests(m.requests(rep))
                 got = [(r["id"], r.get("max_tokens")) for r in answer["records"]]
@@ -163,7 +163,7 @@ def max_in_flight(records: list[dict]) -> int:
 def check_concurrency(s: Subject, ref: Reference) -> list[Finding]:
     out = []
     for view in views(s, ref):
-        for m in view.measurements:
+        for m in view.loads:
             for _, rel, answer in repetitions(view, m):
                 peak = max_in_flight(answer["records"])
                 if peak > m.concurrency:
@@ -172,7 +172,7 @@ def check_concurrency(s: Subject, ref: Reference) -> list[Finding]:
                             rel,
                             "antigaming.concurrency",
                             f"{peak} requests in flight",
-                            f"at most {m.concurrency} ({m.floors[0].name})",
+                            f"at most {m.concurrency} ({m.floors[0].name if m.floors else m.display})",
                         )
                     )
     return out

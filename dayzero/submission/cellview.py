@@ -15,6 +15,7 @@ from pathlib import Path
 from dayzero.checks import CheckResult
 from dayzero.run import plan, records
 from dayzero.run.plan import AccuracyPlan, MeasurementPlan, ProbePlan, SpeculativePlan
+from dayzero.run.sweeps import SweepPlan, SweepPoint, plans
 from dayzero.spec.card import Floor, ModelCard
 from dayzero.spec.goldens import Golden, load_golden
 from dayzero.spec.matrix import Cell, Matrix
@@ -90,6 +91,38 @@ class CellView:
     @cached_property
     def speculative(self) -> tuple[SpeculativePlan, ...]:
         return tuple(plan.speculative(self.card, self.cell, self.suites))
+
+    @cached_property
+    def sweeps(self) -> tuple[SweepPlan, ...]:
+        return tuple(plans(self.card, self.cell, self.suites))
+
+    @cached_property
+    def sweep_points(self) -> tuple[SweepPoint, ...]:
+        """Every sweep point whose records the evidence names: the card's loads and the searched
+        ones (which loads the search had to measure is the recomputation's business)."""
+        named = set(self.doc.get("records", []))
+        out = []
+        for sp in self.sweeps:
+            claimed = next(
+                (c for c in self.doc["checks"] if c["name"] == f"sweep:{sp.sweep.name}@{sp.sweep.workload}"),
+                {},
+            )
+            loads = {*sp.sweep.points}
+            loads |= {
+                p["load"]
+                for p in (claimed.get("details") or {}).get("points") or ()
+                if isinstance(p, dict) and isinstance(p.get("load"), int | float)
+            }
+            for load in sorted(loads):
+                point = sp.point(float(load))
+                if records.path(self.doc["run"]["id"], self.cell.id, point.phase(0)) in named:
+                    out.append(point)
+        return tuple(out)
+
+    @property
+    def loads(self) -> tuple[MeasurementPlan, ...]:
+        """Every measured load: the floors' measurements, then the sweep points."""
+        return (*self.measurements, *self.sweep_points)
 
 
 @lru_cache(maxsize=4)

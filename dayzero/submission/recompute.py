@@ -2,7 +2,7 @@
 
 The bundle's summaries and verdicts are claims; what counts is what the harness's own code says
 about the raw records (the request plan's `aggregate` of them, then `check_floor`, `check_probe`,
-`check_golden`, `check_accuracy`, `check_acceptance` of dayzero.checks), against
+`check_golden`, `check_accuracy`, `check_acceptance`, `sweep_check` of dayzero.checks), against
 the maintainers' matrix, goldens and eval sets. A claimed value they do not reproduce is a
 finding; so is a recomputed check that fails (a floor not met, a golden that differs, an
 accuracy below its threshold).
@@ -22,7 +22,10 @@ from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.performance import check_floor
 from dayzero.checks.speculative import SpecCounters, check_acceptance, source_for
+from dayzero.checks.sweep import sweep_check
+from dayzero.run import records
 from dayzero.run.plan import AccuracyPlan, SpeculativePlan
+from dayzero.run.sweeps import SweepPlan, walk
 from dayzero.spec.card import Floor, Probe
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import CellView, Expected, Unrecomputable, views
@@ -117,6 +120,20 @@ def speculative_result(view: CellView, sp: SpeculativePlan) -> CheckResult:
     )
 
 
+def sweep_result(view: CellView, sp: SweepPlan) -> CheckResult:
+    """The run's walk over the bundle's records: points in the card's order, then the bisection
+    the recomputed attainments call for, until a point has no records (the run's budget ran out)."""
+    run_id, cell_id = view.doc["run"]["id"], view.cell.id
+
+    def measure(p):
+        if records.path(run_id, cell_id, p.phase(0)) not in view.doc.get("records", []):
+            return None
+        return [view.answer(phase) for phase in p.phases()]
+
+    points, skipped = walk(sp, measure, accelerators(view.doc))
+    return sweep_check(sp.sweep, points, skipped)
+
+
 def expected_checks(view: CellView) -> list[Expected]:
     """Every check the matrix requires of this cell (as `run.cell` and `run.phases` name them)."""
     probes = view.probes.probes
@@ -127,6 +144,10 @@ def expected_checks(view: CellView) -> list[Expected]:
     out += [
         Expected(f"speculative:accept_length@{sp.workload.name}", partial(speculative_result, view, sp))
         for sp in view.speculative
+    ]
+    out += [
+        Expected(f"sweep:{sp.sweep.name}@{sp.sweep.workload}", partial(sweep_result, view, sp))
+        for sp in view.sweeps
     ]
     return out
 

@@ -155,6 +155,32 @@ def inflate_throughput(members: Members) -> Members:
     return edit_json(members, ev, change)
 
 
+def forged_goodput(members: Members) -> Members:
+    """A sweep claims more goodput (and attainment) at its busiest point than its records hold."""
+    ev = evidence_name(members, "high_throughput")
+
+    def change(doc):
+        for check in doc["checks"]:
+            if check["name"].startswith("sweep:rate@"):
+                top = check["details"]["points"][-1]
+                top["goodput_tok_s"] *= 2
+                top["attainment"] = 1.0
+
+    return edit_json(members, ev, change)
+
+
+def dropped_sweep_point(members: Members) -> Members:
+    """A sweep's slowest context point is left out of the claim (its records stay in the bundle)."""
+    ev = evidence_name(members)
+
+    def change(doc):
+        for check in doc["checks"]:
+            if check["name"].startswith("sweep:ctx@"):
+                check["details"]["points"].pop()
+
+    return edit_json(members, ev, change)
+
+
 def slow_records_claimed_fast(members: Members) -> Members:
     """Raw records stretched a hundredfold (the server was slow); the evidence still says passed."""
     ev = evidence_name(members)
@@ -586,6 +612,8 @@ CASES = [
     Case("no-signature", "signature.missing", no_signature),
     Case("vendor-impersonation", "provenance.vendor", impersonation),
     Case("summary-contradicted", "recompute.claim", edited(inflate_throughput, sign=True)),
+    Case("sweep-goodput-forged", "recompute.claim", edited(forged_goodput, sign=True)),
+    Case("sweep-point-dropped", "recompute.claim", edited(dropped_sweep_point, sign=True)),
     Case(
         "slow-records-claimed-passed",
         "recompute.verdict",

@@ -267,7 +267,8 @@ class StubServer:
                     **head,
                     "choices": [],
                     "usage": usage,
-                    "timings": {"draft_n": draft, "draft_n_accepted": accepted},
+                    # llama-server's per-request account: prompt_ms is its own time to the first token
+                    "timings": {"draft_n": draft, "draft_n_accepted": accepted, "prompt_ms": cfg.ttft * 1000},
                 }
             )
             + _chunk(b"data: [DONE]\n\n")

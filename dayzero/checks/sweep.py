@@ -1,0 +1,272 @@
+"""A sweep's points and its check (pure): what the run and the submission checker both compute.
+
+`point` turns one measured load (a `Measurement`, its repetitions' raw records) into the row the
+benchmark card prints; `next_load` is the bounded search for the max load at SLO between the
+points already measured; `context_fit` says how TTFT and decode time grow with the input length;
+`sweep_check` is the sweep's one check, whose details hold every point.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+
+from dayzero.checks import FAILED, PASSED, CheckResult
+from dayzero.checks.energy import from_power
+from dayzero.checks.measurement import Measurement
+from dayzero.checks.metrics import DEFINITIONS, completed, output_tokens
+from dayzero.checks.performance import INVALID
+from dayzero.checks.slo import pooled
+from dayzero.spec.sweeps import Sweep
+
+# the summary keys a point keeps (median over repetitions)
+KEPT = (
+    "output_throughput",
+    "output_throughput_per_accelerator",
+    "request_throughput",
+    "median_interactivity",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_input_tokens",
+)
+# Client TTFT above the server's own account by more than 50 ms, or 5% of the server's prompt time
+# where that is longer, is the client's or the network's doing (a 4000-token prompt's request
+# body alone took ~60 ms more on the cpu cells, against 30 s of prompt time).
+SERVER_GAP_BOUND_MS = 50.0
+SERVER_GAP_SHARE = 0.05
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
+def _prompt_times(records: Sequence[Mapping]) -> list[tuple[float, float]]:
+    """(client TTFT, the engine's own prompt time) in ms, for requests whose answer carries the
+    engine's per-request timings (llama-server's `timings.prompt_ms`)."""
+    out = []
+    for r in records:
+        prompt_ms = (r.get("timings") or {}).get("prompt_ms")
+        if prompt_ms is not None and r.get("first") and r.get("send") and not r.get("error"):
+            out.append(((r["first"] - r["send"]) * 1000, prompt_ms))
+    return out
+
+
+def server_ttft_gap(records: Sequence[Mapping]) -> float | None:
+    """Median of (client TTFT - the server's prompt time); None without the engine's account."""
+    return _median([client - server for client, server in _prompt_times(records)])
+
+
+def gap_bound(records: Sequence[Mapping]) -> float:
+    server = _median([s for _, s in _prompt_times(records)]) or 0.0
+    return max(SERVER_GAP_BOUND_MS, SERVER_GAP_SHARE * server)
+
+
+def point(
+    sweep: Sweep,
+    load: float,
+    m: Measurement,
+    answers: Sequence[Mapping],
+    slots: int = 1,
+    accelerators: int = 1,
+) -> dict:
+    """One measured load: medians of the repetitions' summaries, SLO attainment and goodput.
+
+    The client-server TTFT gap is judged only where no request can have waited for a server slot
+    (a closed loop of at most `slots` requests, the mode's concurrency): the engine's prompt time
+    does not count the wait, so under queueing the gap is the queue's, not the client's."""
+    row: dict = {"load": load, "label": sweep.label(load), "records": list(m.records)}
+    for key in KEPT:
+        row[key] = _median(m.values(key))
+    row["failed_requests"] = m.failed_requests
+    runs = [a["records"] for a in answers]
+    pooled_records = [r for run in runs for r in run]
+    gap = server_ttft_gap(pooled_records)
+    row["server_ttft_gap_ms"] = gap
+    in_flight = load if sweep.kind == "concurrency" else sweep.concurrency
+    row["gap_judged"] = sweep.kind != "rate" and in_flight <= slots
+    row["client_flagged"] = row["gap_judged"] and gap is not None and gap > gap_bound(pooled_records)
+    if sweep.slo is not None:
+        row.update(pooled(runs, sweep.slo))
+    row["energy"] = energy(answers, accelerators)
+    if m.invalid:
+        row["invalid"] = list(m.invalid)
+    if m.compliance:
+        row["compliance"] = list(m.compliance)
+    return row
+
+
+def energy(answers: Sequence[Mapping], accelerators: int) -> dict:
+    """Joules per output token over the point's repetitions, from each run's power samples."""
+    runs = [
+        from_power(a.get("power"), sum(output_tokens(r) for r in completed(a["records"])), accelerators)
+        for a in answers
+    ]
+    measured = [r for r in runs if "joules" in r]
+    if not measured:
+        return runs[0] if runs else {"not_measured": "no run"}
+    tokens = sum(output_tokens(r) for a in answers for r in completed(a["records"]))
+    total = sum(r["joules"] for r in measured)
+    return {
+        "source": measured[0]["source"],
+        "joules": round(total, 3),
+        "joules_per_token": round(total / tokens, 6) if tokens and len(measured) == len(runs) else None,
+        "watts_per_accelerator": measured[0]["watts_per_accelerator"],
+    }
+
+
+def max_load(points: Sequence[Mapping], target: float) -> dict:
+    """The highest load whose attainment holds `target`, below the first load that does not.
+
+    `bounded`: a load above it missed the target (else the sweep never reached its limit)."""
+    ordered = sorted((p for p in points if p.get("attainment") is not None), key=lambda p: p["load"])
+    best, bounded = None, False
+    for p in ordered:
+        if p["attainment"] >= target:
+            best = p["load"]
+        else:
+            bounded = True
+            break
+    return {"load": best, "bounded": bounded, "target": target}
+
+
+def next_load(sweep: Sweep, points: Sequence[Mapping]) -> float | None:
+    """The load to measure next in the bisection between the last load at SLO and the first one
+    above it that missed; None when they are adjacent (concurrency) or the sweep has no SLO."""
+    if sweep.slo is None or sweep.kind == "context":
+        return None
+    found = max_load(points, sweep.slo.target)
+    if not found["bounded"] or found["load"] is None:
+        return None
+    lo = found["load"]
+    hi = min(p["load"] for p in points if p["load"] > lo and p.get("attainment", 1) < sweep.slo.target)
+    if sweep.kind == "concurrency":
+        mid = float((int(lo) + int(hi)) // 2)
+        return mid if lo < mid < hi else None
+    mid = round((lo + hi) / 2, 3)
+    return mid if lo < mid < hi else None
+
+
+# --- the context sweep --------------------------------------------------------------------------
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None when singular."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        pivot = max(range(c, n), key=lambda r: abs(m[r][c]))
+        if abs(m[pivot][c]) < 1e-12:
+            return None
+        m[c], m[pivot] = m[pivot], m[c]
+        for r in range(n):
+            if r != c:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c], strict=True)]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def polyfit(xs: Sequence[float], ys: Sequence[float], degree: int) -> list[float] | None:
+    """Least-squares coefficients [c0, c1, ...] of y = c0 + c1 x + ...; None if underdetermined."""
+    if len(xs) <= degree:
+        return None
+    scale = max(xs) or 1.0  # conditioning: fit on x / scale, then rescale
+    u = [x / scale for x in xs]
+    k = degree + 1
+    a = [[sum(ui ** (i + j) for ui in u) for j in range(k)] for i in range(k)]
+    b = [sum(y * ui**i for ui, y in zip(u, ys, strict=True)) for i in range(k)]
+    coef = _solve(a, b)
+    return None if coef is None else [c / scale**i for i, c in enumerate(coef)]
+
+
+def growth(xs: Sequence[float], ys: Sequence[float]) -> dict:
+    """How y grows with x: the linear and quadratic fits, and which term dominates at the longest
+    x (quadratic when its x^2 term is over 25% of the fitted value there, linear when the x term
+    is over 10%, else flat)."""
+    pairs = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+    if len(pairs) < 2:
+        return {"growth": None, "points": len(pairs)}
+    px, py = [p[0] for p in pairs], [p[1] for p in pairs]
+    lin = polyfit(px, py, 1)
+    quad = polyfit(px, py, 2) if len(pairs) >= 4 else None  # three points fit any parabola
+    top = max(px)
+    label = "flat"
+    if quad is not None:
+        fitted = quad[0] + quad[1] * top + quad[2] * top**2
+        if fitted > 0 and quad[2] * top**2 / fitted > 0.25:
+            label = "quadratic"
+    if label == "flat" and lin is not None:
+        fitted = lin[0] + lin[1] * top
+        if fitted > 0 and lin[1] * top / fitted > 0.10:
+            label = "linear"
+    return {
+        "growth": label,
+        "linear": [round(c, 9) for c in lin] if lin else None,
+        "quadratic": [round(c, 12) for c in quad] if quad else None,
+        "points": len(pairs),
+    }
+
+
+def context_fit(points: Sequence[Mapping]) -> dict:
+    """TTFT, ITL and decode time per token against input length; the decode-time ratio between the
+    longest and the shortest input (the "is attention over a long context the main cost" figure)."""
+    ordered = sorted(points, key=lambda p: p["load"])
+    xs = [p["load"] for p in ordered]
+    out = {
+        metric: growth(xs, [p.get(metric) for p in ordered])
+        for metric in ("median_ttft_ms", "median_itl_ms", "median_tpot_ms")
+    }
+    first, last = ordered[0].get("median_tpot_ms"), ordered[-1].get("median_tpot_ms")
+    out["decode_ratio"] = round(last / first, 3) if first and last and len(ordered) > 1 else None
+    return out
+
+
+# --- the sweep's check --------------------------------------------------------------------------
+
+
+def sweep_check(sweep: Sweep, points: Sequence[Mapping], skipped: Sequence[float]) -> CheckResult:
+    """Every point in the details; invalid when a point's client saturated, failed when a point's
+    records show gaming (anti-gaming findings). Not reaching every point in the budget is said."""
+    details: dict = {
+        "sweep": sweep.name,
+        "kind": sweep.kind,
+        "workload": sweep.workload,
+        "points": list(points),
+        "skipped": list(skipped),
+        "budget_s": sweep.budget_s,
+        "definitions": {
+            **DEFINITIONS,
+            "attainment": "share of requests that completed and met every SLO bound",
+            "goodput": "requests/s and output tokens/s of requests that met the SLO",
+            "server_ttft_gap_ms": "median of client TTFT minus the engine's own prompt time (the "
+            "client, the network and, where requests outnumber the server's slots, its queue)",
+        },
+    }
+    if sweep.slo is not None:
+        details["slo"] = sweep.slo.to_json()
+        if sweep.kind != "context":
+            details["max_load_at_slo"] = max_load(points, sweep.slo.target)
+    if sweep.kind == "context" and points:
+        details["fit"] = context_fit(points)
+    name = f"sweep:{sweep.name}@{sweep.workload}"
+    loads = ", ".join(p["label"] for p in points) or "none"
+    message = f"{sweep.kind} sweep of {sweep.workload}: {len(points)} point(s) measured ({loads})"
+    if skipped:
+        message += f"; {len(skipped)} not reached within the {sweep.budget_s:g} s budget"
+    if "max_load_at_slo" in details:
+        found = details["max_load_at_slo"]
+        at = "none" if found["load"] is None else f"{found['load']:g}"
+        message += f"; max load at SLO ({sweep.slo.describe()}, {sweep.slo.target:.0%}): {at}"
+        if found["load"] is not None and not found["bounded"]:
+            message += " (not bounded: every load met it)"
+    invalid = [f"{p['label']}: {p['invalid'][0]}" for p in points if p.get("invalid")]
+    gamed = [f"{p['label']}: {p['compliance'][0]}" for p in points if p.get("compliance")]
+    verdict = FAILED if gamed else INVALID if invalid else PASSED
+    if gamed:
+        message += "; anti-gaming: " + "; ".join(gamed)
+    elif invalid:
+        message += "; invalid: " + "; ".join(invalid)
+    return CheckResult(name, "performance", verdict, message, measured=len(points), details=details)

@@ -1,0 +1,31 @@
+"""`dayzero card`: the benchmark cards (one per model x hardware kind) from the evidence of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dayzero.cli.common import REPORTS
+from dayzero.spec.matrix import load_matrix
+
+
+def add(sub) -> None:
+    p = sub.add_parser(
+        "card",
+        help="write reports/cards/<model>/<kind>.{md,html,json}: sweep table, Pareto, context plot",
+        description=__doc__,
+    )
+    p.add_argument("--reports", default=REPORTS, help=f"a run's reports dir (default: {REPORTS})")
+    p.add_argument("--model", action="append", default=[], help="only this model's cards (repeatable)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    for path in write(args.matrix, Path(args.reports), args.model):
+        print(f"card: {path}")
+    return 0
+
+
+def write(matrix_dir: str, reports: Path, models=()) -> list[Path]:
+    from dayzero.report.benchcard import write_cards
+
+    return write_cards(load_matrix(matrix_dir), reports, models)

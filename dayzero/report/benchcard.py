@@ -1,0 +1,500 @@
+"""The benchmark card: one per model x hardware kind, built from evidence only.
+
+What the cookbook's speed tables and InferenceX's charts show, from the sweeps a run measured
+(`sweep:*` checks, their points recomputable from raw records): a sweep table (mode/strategy,
+load, output tok/s per accelerator, tok/s per user, TTFT/ITL p50/p99, SLO attainment, goodput,
+energy and cost per token where known), the Pareto of tok/s per accelerator against tok/s per
+user with its frontier and the card's published claims as points, and the context-length plot.
+Written as `cards/<model>/<kind>.{md,html,json}` (plus the two SVGs) under the reports folder.
+A kind with no sweep evidence says "pending" and still shows the published claims.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from dayzero import atomic
+from dayzero.escape import escape
+from dayzero.report.acceptance import latest_evidence
+from dayzero.report.cost import Price, per_million_tokens, prices
+from dayzero.report.plots import Series, line_chart
+from dayzero.spec.card import MODE, Claim, ModelCard, as_names
+from dayzero.spec.matrix import Matrix
+
+CARDS_DIR = "cards"
+SWEEP_PREFIX = "sweep:"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured sweep point as the card prints it."""
+
+    cell: str
+    mode: str
+    strategy: str
+    sweep: str
+    kind: str  # concurrency | rate | context
+    load: float
+    label: str
+    tok_s_per_accelerator: float | None
+    tok_s_per_user: float | None  # median over requests of 1000 / TPOT (InferenceX's interactivity)
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+    tpot_p50_ms: float | None
+    attainment: float | None
+    goodput_tok_s: float | None
+    goodput_rps: float | None
+    server_ttft_gap_ms: float | None
+    client_flagged: bool
+    gap_judged: bool  # False: requests could queue for a server slot, the gap holds the wait
+    joules_per_token: float | None
+    energy_source: str  # the tool the energy came from; "" where not measured
+    energy_reason: str  # why not measured; "" where measured
+    cost_per_million: float | None
+    evidence: str
+    frontier: bool = False
+
+    @property
+    def id(self) -> str:
+        """Unique on the card: the chart markers and table rows carry it."""
+        return f"{self.mode}/{self.strategy} {self.sweep} {self.label}"
+
+
+@dataclass(frozen=True)
+class ClaimPoint:
+    """A published claim drawn on the Pareto: (tok/s per user, tok/s per accelerator) and its source."""
+
+    label: str
+    tok_s_per_user: float
+    tok_s_per_accelerator: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class BenchCard:
+    model: str
+    kind: str
+    display_name: str
+    points: tuple[Point, ...]
+    summaries: tuple[dict, ...]  # per sweep: max load at SLO, context fit, skipped points
+    claims: tuple[ClaimPoint, ...] = ()
+    price: Price | None = None
+    energy: str = ""  # why energy is not measured, where it is not
+    evidence: tuple[str, ...] = field(default=())
+
+    @property
+    def status(self) -> str:
+        return "measured" if self.points else "pending"
+
+
+def claim_points(card: ModelCard, kind: str) -> tuple[ClaimPoint, ...]:
+    """The card's published claims (`ModelCard.claims`) as points on this kind's Pareto: an
+    output-throughput claim per accelerator and one per user of the same workload, concurrency
+    and prerequisites make one point (a claim of one axis alone has no place on the plot)."""
+    pairs: dict[tuple, dict[str, Claim]] = {}
+    for claim in card.claims:
+        kinds = claim.when.get("hardware")
+        if kinds is not None and kind not in as_names(kinds):
+            continue
+        if claim.metric == "output_throughput" and claim.unit in ("per_accelerator", "per_user"):
+            key = (claim.workload, str(claim.concurrency), repr(sorted(claim.when.items())))
+            pairs.setdefault(key, {})[claim.unit] = claim
+    out = []
+    for (workload, conc, _), both in pairs.items():
+        if len(both) == 2:
+            acc, user = both["per_accelerator"], both["per_user"]
+            at = f" c{conc}" if conc not in ("None", MODE) else ""
+            out.append(ClaimPoint(f"{workload}{at}", user.value, acc.value, acc.source))
+    return tuple(out)
+
+
+def frontier(points: Sequence[Point]) -> set[str]:
+    """Ids of the points no other point beats on both tok/s per user and tok/s per accelerator."""
+    xy = [(p.id, p.tok_s_per_user, p.tok_s_per_accelerator) for p in points]
+    xy = [t for t in xy if t[1] is not None and t[2] is not None]
+    out = set()
+    best = float("-inf")
+    for pid, _, y in sorted(xy, key=lambda t: (-t[1], -t[2])):
+        if y > best:
+            out.add(pid)
+            best = y
+    return out
+
+
+def energy_line(points: Sequence[Point]) -> str:
+    """What the card says about energy: measured by which tool, or why not (the samplers' reasons)."""
+    sources = sorted({p.energy_source for p in points if p.energy_source})
+    if sources:
+        return f"measured by {', '.join(sources)} beside each sweep point"
+    reasons = sorted({p.energy_reason for p in points if p.energy_reason})
+    return "not measured: " + ("; ".join(reasons) if reasons else "no sweep evidence")
+
+
+def _engine_prefix(doc: dict) -> str:
+    """`sglang ` where the kind is served by several engines (the cell id's `cpu+sglang`)."""
+    kind = doc["cell"].split("/")[1] if doc["cell"].count("/") >= 3 else ""
+    return f"{kind.split('+', 1)[1]} " if "+" in kind else ""
+
+
+def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[Point], list[dict]]:
+    """The sweep points and per-sweep summaries of one evidence document."""
+    points, summaries = [], []
+    for check in doc["checks"]:
+        if not check["name"].startswith(SWEEP_PREFIX):
+            continue
+        d = check.get("details") or {}
+        summaries.append(
+            {
+                "cell": doc["cell"],
+                "sweep": d.get("sweep"),
+                "kind": d.get("kind"),
+                "workload": d.get("workload"),
+                "verdict": check["verdict"],
+                "message": check["message"],
+                "skipped": d.get("skipped", []),
+                **({"slo": d["slo"]} if "slo" in d else {}),
+                **({"max_load_at_slo": d["max_load_at_slo"]} if "max_load_at_slo" in d else {}),
+                **({"fit": d["fit"]} if "fit" in d else {}),
+            }
+        )
+        for p in d.get("points") or ():
+            per_acc = p.get("output_throughput_per_accelerator")
+            points.append(
+                Point(
+                    cell=doc["cell"],
+                    mode=_engine_prefix(doc) + doc["mode"],
+                    strategy="+".join([doc["strategy"], *doc.get("options", [])]),
+                    sweep=str(d.get("sweep")),
+                    kind=str(d.get("kind")),
+                    load=p["load"],
+                    label=p["label"],
+                    tok_s_per_accelerator=per_acc,
+                    tok_s_per_user=p.get("median_interactivity"),
+                    ttft_p50_ms=p.get("median_ttft_ms"),
+                    ttft_p99_ms=p.get("p99_ttft_ms"),
+                    itl_p50_ms=p.get("median_itl_ms"),
+                    itl_p99_ms=p.get("p99_itl_ms"),
+                    tpot_p50_ms=p.get("median_tpot_ms"),
+                    attainment=p.get("attainment"),
+                    goodput_tok_s=p.get("goodput_tok_s"),
+                    goodput_rps=p.get("goodput_rps"),
+                    server_ttft_gap_ms=p.get("server_ttft_gap_ms"),
+                    client_flagged=bool(p.get("client_flagged")),
+                    gap_judged=bool(p.get("gap_judged")),
+                    joules_per_token=(p.get("energy") or {}).get("joules_per_token"),
+                    energy_source=(p.get("energy") or {}).get("source", ""),
+                    energy_reason=(p.get("energy") or {"not_measured": "an older run"}).get(
+                        "not_measured", ""
+                    ),
+                    cost_per_million=per_million_tokens(price, per_acc),
+                    evidence=evidence_path,
+                )
+            )
+    return points, summaries
+
+
+def build(matrix: Matrix, reports_dir: Path) -> list[BenchCard]:
+    """Every (model, hardware kind) the matrix serves, from the latest evidence of each cell."""
+    latest = latest_evidence(reports_dir)
+    price_of = prices(matrix)
+    out = []
+    for card in matrix.cards.values():
+        for kind in card.hardware:
+            cells = [c for c in matrix.cells if c.model == card.model and c.hardware == kind]
+            points: list[Point] = []
+            summaries: list[dict] = []
+            used = []
+            for cell in cells:
+                if cell.id not in latest:
+                    continue
+                path, doc = latest[cell.id]
+                rel = str(Path(path).relative_to(reports_dir))
+                got, sums = points_of(doc, rel, price_of.get(kind))
+                if got:
+                    used.append(rel)
+                points += got
+                summaries += sums
+            on = frontier([p for p in points if p.kind != "context"])
+            points = [replace(p, frontier=p.id in on) for p in points]
+            out.append(
+                BenchCard(
+                    card.model,
+                    kind,
+                    card.display_name,
+                    tuple(points),
+                    tuple(summaries),
+                    claim_points(card, kind),
+                    price_of.get(kind),
+                    energy_line(points),
+                    tuple(used),
+                )
+            )
+    return out
+
+
+# --- charts -------------------------------------------------------------------------------------
+
+
+def pareto_svg(card: BenchCard) -> str:
+    """tok/s per accelerator against tok/s per user: one marker series per sweep, the frontier as
+    a line, claims as large markers."""
+    series: dict[str, list[Point]] = {}
+    shown = [
+        p
+        for p in card.points
+        if p.kind != "context" and p.tok_s_per_user is not None and p.tok_s_per_accelerator is not None
+    ]
+    several = len({(p.mode, p.strategy) for p in shown}) > 1  # else the legend names the sweep alone
+    for p in shown:
+        name = f"{p.mode}/{p.strategy} {p.sweep}" if several else f"{p.sweep} ({p.kind})"
+        series.setdefault(name, []).append(p)
+    charts = [
+        Series(
+            name,
+            tuple((p.tok_s_per_user, p.tok_s_per_accelerator) for p in pts),
+            labels=tuple(p.id for p in pts),
+            line=False,
+        )
+        for name, pts in series.items()
+    ]
+    front = [p for p in card.points if p.frontier]
+    if front:
+        charts.append(
+            Series(
+                "Pareto frontier",
+                tuple((p.tok_s_per_user, p.tok_s_per_accelerator) for p in front),
+                colour=1,
+                dashed=True,
+                radius=0,
+            )
+        )
+    if card.claims:
+        charts.append(
+            Series(
+                "published claims",
+                tuple((c.tok_s_per_user, c.tok_s_per_accelerator) for c in card.claims),
+                colour=4,
+                labels=tuple(f"claim: {c.label}" for c in card.claims),
+                line=False,
+                radius=7,
+            )
+        )
+    return line_chart(
+        charts,
+        f"{card.model} on {card.kind}: throughput vs interactivity",
+        "tok/s per user (1000 / TPOT)",
+        "output tok/s per accelerator",
+    )
+
+
+CONTEXT_CHARTS = {
+    "context": ("time to first token", (("TTFT p50", "ttft_p50_ms", False),)),
+    "decode": (
+        "decode time per token",
+        (("decode/token p50", "tpot_p50_ms", False), ("ITL p50", "itl_p50_ms", True)),
+    ),
+}
+
+
+def context_svg(card: BenchCard, chart: str = "context") -> str:
+    """Against input length, per context sweep: TTFT (`context`), or decode time per token and
+    ITL (`decode`; on its own axis, seconds of prefill would flatten it)."""
+    title, metrics = CONTEXT_CHARTS[chart]
+    charts = []
+    cells = sorted({(p.mode, p.strategy, p.sweep) for p in card.points if p.kind == "context"})
+    for p_cell in cells:
+        pts = sorted(
+            (p for p in card.points if p.kind == "context" and (p.mode, p.strategy, p.sweep) == p_cell),
+            key=lambda p: p.load,
+        )
+        name = f"{p_cell[0]}/{p_cell[1]} " if len(cells) > 1 else ""  # the legend is narrow
+        for metric, attr, dashed in metrics:
+            got = [(p.load, getattr(p, attr), p.id) for p in pts if getattr(p, attr) is not None]
+            charts.append(
+                Series(
+                    f"{name}{metric}",
+                    tuple((x, y) for x, y, _ in got),
+                    colour=len(charts),
+                    dashed=dashed,
+                    labels=tuple(f"{pid} {metric}" for _, _, pid in got),
+                )
+            )
+    return line_chart(charts, f"{card.model} on {card.kind}: {title} vs input length", "input tokens", "ms")
+
+
+# --- documents ------------------------------------------------------------------------------------
+
+COLUMNS = (
+    ("mode/strategy", lambda p: f"{p.mode}/{p.strategy}"),
+    ("sweep", lambda p: p.sweep),
+    ("load", lambda p: p.label),
+    ("tok/s/acc", lambda p: p.tok_s_per_accelerator),
+    ("tok/s/user", lambda p: p.tok_s_per_user),
+    ("TTFT p50", lambda p: p.ttft_p50_ms),
+    ("TTFT p99", lambda p: p.ttft_p99_ms),
+    ("ITL p50", lambda p: p.itl_p50_ms),
+    ("ITL p99", lambda p: p.itl_p99_ms),
+    ("SLO att.", lambda p: None if p.attainment is None else f"{p.attainment:.0%}"),
+    ("goodput tok/s", lambda p: p.goodput_tok_s),
+    ("goodput req/s", lambda p: p.goodput_rps),
+    ("client-server TTFT gap", lambda p: _gap(p)),
+    ("J/token", lambda p: p.joules_per_token),
+    ("cost/1M tok", lambda p: p.cost_per_million),
+    ("Pareto", lambda p: "yes" if p.frontier else ""),
+)
+
+
+def _gap(p: Point) -> str | None:
+    if p.server_ttft_gap_ms is None:
+        return None
+    note = " (client flagged)" if p.client_flagged else "" if p.gap_judged else " (with queue)"
+    return f"{p.server_ttft_gap_ms:g} ms{note}"
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def to_json(card: BenchCard) -> dict:
+    return {
+        "model": card.model,
+        "hardware": card.kind,
+        "status": card.status,
+        "points": [asdict(p) | {"id": p.id} for p in card.points],
+        "sweeps": list(card.summaries),
+        "claims": [asdict(c) for c in card.claims],
+        "price": asdict(card.price) if card.price else None,
+        "energy": card.energy,
+        "evidence": list(card.evidence),
+    }
+
+
+def _summary_lines(card: BenchCard) -> list[str]:
+    lines = []
+    for s in card.summaries:
+        text = f"{s['cell']} {s['sweep']}: {s['message']}"
+        fit = s.get("fit")
+        if fit:
+            grows = ", ".join(
+                f"{m.removeprefix('median_').removesuffix('_ms').upper()} {fit[m]['growth']}"
+                for m in ("median_ttft_ms", "median_itl_ms", "median_tpot_ms")
+                if fit.get(m, {}).get("growth")
+            )
+            text += f"; growth with context: {grows}; decode time longest/shortest: {fit.get('decode_ratio')}"
+        lines.append(text)
+    return lines
+
+
+def _price_line(card: BenchCard) -> str:
+    if card.price is None:
+        return "cost: not known (no price per accelerator-hour for this hardware kind)"
+    p = card.price
+    return f"cost: {p.per_accelerator_hour:g} {p.currency} per accelerator-hour ({p.source})"
+
+
+def to_markdown(card: BenchCard, stem: str) -> str:
+    def md(v) -> str:
+        return escape(_cell(v), "markdown")
+
+    lines = [
+        f"# Benchmark card: {escape(card.display_name, 'markdown')} on {escape(card.kind, 'markdown')}",
+        "",
+        f"Status: **{card.status}**. Generated by dayzero from evidence only; do not edit.",
+        "",
+    ]
+    if card.status == "pending":
+        lines += ["No sweep evidence for this hardware kind yet: pending.", ""]
+    else:
+        lines += [
+            f"![Pareto]({stem}.pareto.svg)",
+            "",
+            "| " + " | ".join(name for name, _ in COLUMNS) + " |",
+            "|" + "---|" * len(COLUMNS),
+        ]
+        lines += ["| " + " | ".join(md(get(p)) for _, get in COLUMNS) + " |" for p in card.points]
+        lines.append("")
+        if any(p.kind == "context" for p in card.points):
+            lines += [f"![context]({stem}.context.svg)", "", f"![decode]({stem}.decode.svg)", ""]
+    lines += [f"- {escape(line, 'markdown')}" for line in _summary_lines(card)]
+    lines += [f"- energy: {card.energy}", f"- {escape(_price_line(card), 'markdown')}"]
+    lines += [
+        f"- published claims: {len(card.claims)}"
+        + ("" if card.claims else " drawn (none states both tok/s per accelerator and per user)"),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def to_html(card: BenchCard, pareto: str, context: str) -> str:
+    def esc(v) -> str:
+        return escape(_cell(v), "html")
+
+    head = "".join(f"<th>{escape(name, 'html')}</th>" for name, _ in COLUMNS)
+    rows = [
+        f'<tr class="point" data-point="{escape(p.id, "html")}" data-frontier="{str(p.frontier).lower()}">'
+        + "".join(f"<td>{esc(get(p))}</td>" for _, get in COLUMNS)
+        + "</tr>"
+        for p in card.points
+    ]
+    body = [f'<p>Status: <b id="status">{card.status}</b>. Generated by dayzero from evidence only.</p>']
+    if card.status == "pending":
+        body.append("<p>No sweep evidence for this hardware kind yet: pending.</p>")
+    else:
+        body += [f'<div id="pareto">{pareto}</div>']
+        body += [f'<table id="sweeps"><thead><tr>{head}</tr></thead><tbody>', *rows, "</tbody></table>"]
+        if any(p.kind == "context" for p in card.points):
+            body.append(f'<div id="context">{context}</div>')
+    items = [*_summary_lines(card), f"energy: {card.energy}", _price_line(card)]
+    items.append(f"published claims: {len(card.claims)}")
+    body.append("<ul>" + "".join(f"<li>{escape(i, 'html')}</li>" for i in items) + "</ul>")
+    title = f"Benchmark card: {card.display_name} on {card.kind}"
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            f'<html lang="en"><head><meta charset="utf-8"><title>{escape(title, "html")}</title>',
+            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:90%}"
+            "td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}"
+            "tr[data-frontier=true]{background:#fef3c7}</style></head><body>",
+            f"<h1>{escape(title, 'html')}</h1>",
+            *body,
+            "</body></html>",
+            "",
+        ]
+    )
+
+
+def write_cards(matrix: Matrix, reports_dir: Path, only: Iterable[str] = ()) -> list[Path]:
+    """`cards/<model>/<kind>.{md,html,json}` plus the SVGs; returns the HTML paths."""
+    reports_dir = Path(reports_dir)
+    written = []
+    for card in build(matrix, reports_dir):
+        if only and card.model not in only:
+            continue
+        folder = reports_dir / CARDS_DIR / card.model
+        folder.mkdir(parents=True, exist_ok=True)
+        pareto = pareto_svg(card)
+        context = {chart: context_svg(card, chart) for chart in CONTEXT_CHARTS}
+        if card.points:
+            (folder / f"{card.kind}.pareto.svg").write_text(pareto)
+        if any(p.kind == "context" for p in card.points):
+            for chart, svg in context.items():
+                (folder / f"{card.kind}.{chart}.svg").write_text(svg)
+        (folder / f"{card.kind}.md").write_text(to_markdown(card, card.kind))
+        atomic.write_json(folder / f"{card.kind}.json", to_json(card))
+        html_path = folder / f"{card.kind}.html"
+        html_path.write_text(to_html(card, pareto, "\n".join(context.values())))
+        written.append(html_path)
+    return written
+
+
+def load(path: Path) -> dict:
+    return json.loads(Path(path).read_text())

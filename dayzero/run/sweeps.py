@@ -1,0 +1,168 @@
+"""Benchmark-card sweeps as a phase of a cell run: what each point requests, and the sweep's walk.
+
+A point is a `MeasurementPlan` with its own record names (`records.sweep`) and prompts: a context
+point sets the workload's input length, a rate point gives every request a Poisson arrival time
+(`at`, seeded by the point's phase name, so the checker draws the same schedule; the gaps are
+scaled so the point offers exactly its rate). `walk` measures
+the card's points in order, then bisects towards the max load at SLO (`checks.sweep.next_load`),
+until `measure` says stop: the live run stops when the sweep's time budget is spent, the
+submission checker where the bundle has no more records. One walk for both, so the points a
+run measured are the points a checker expects.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from dayzero.checks import CheckResult
+from dayzero.checks.sweep import next_load, point, sweep_check
+from dayzero.run import records
+from dayzero.run.plan import MeasurementPlan
+from dayzero.spec.card import ModelCard
+from dayzero.spec.matrix import Cell
+from dayzero.spec.sweeps import Sweep, sweeps_for
+from dayzero.spec.workloads import resolve
+
+POWER_INTERVAL_S = 0.5  # nvidia-smi / amd-smi readings; RAPL is a counter, read at both ends
+
+
+@dataclass(frozen=True)
+class SweepPoint(MeasurementPlan):
+    """One load of one sweep."""
+
+    sweep: Sweep | None = None
+    load: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return self.sweep.label(self.load)
+
+    @property
+    def display(self) -> str:
+        return f"{self.sweep.name}-{self.label}"
+
+    @property
+    def salt(self) -> int:
+        """Prompts differ between points (a prompt cache must not serve one point another's)."""
+        return 1000 + zlib.crc32(f"{self.sweep.name}-{self.label}".encode()) % 100_000
+
+    def phase(self, repetition: int) -> str:
+        return records.sweep(self.sweep.name, self.label, repetition)
+
+    def requests(self, repetition: int) -> list[dict]:
+        out = self.workload.requests(self.prompts_per_run, repetition, salt=self.salt)
+        if self.sweep.kind == "rate":
+            # Exponential gaps, scaled so the point offers exactly its rate: a few draws miss it
+            # far (the first cpu run drew 3.7 req/s for a 1 req/s point of 10 requests).
+            rng = random.Random(zlib.crc32(self.phase(repetition).encode()))
+            gaps = [rng.expovariate(self.load) for _ in out[1:]]
+            scale = len(gaps) / self.load / sum(gaps) if gaps else 1.0
+            at = 0.0
+            for req, gap in zip(out, [0.0, *gaps], strict=True):
+                at += gap * scale
+                req["at"] = round(at, 6)
+        return out
+
+    def warmup(self) -> list[dict]:
+        """A context point warms up at the sweep's shortest input (a long warm-up prompt would only
+        cost time: the server is warm either way, and warm-up prompts never share a prefix)."""
+        conc = self.concurrency if self.sweep.kind != "rate" else min(self.concurrency, int(self.load) + 1)
+        n = self.protocol.warmup_requests(conc)
+        workload = self.workload
+        if self.sweep.kind == "context":
+            workload = replace(workload, spec={**workload.spec, "isl": int(self.sweep.points[0])})
+        return workload.requests(n, warmup=True, salt=self.salt)
+
+
+def point_plan(sweep: Sweep, base: MeasurementPlan, load: float) -> SweepPoint:
+    workload = base.workload
+    if sweep.kind == "context":
+        workload = replace(workload, spec={**workload.spec, "isl": int(load)})
+    concurrency = int(load) if sweep.kind == "concurrency" else sweep.concurrency
+    return SweepPoint(
+        workload,
+        concurrency,
+        base.protocol,
+        num_prompts=sweep.num_prompts,
+        repetitions=sweep.repetitions,
+        power={"interval": POWER_INTERVAL_S},
+        sweep=sweep,
+        load=load,
+    )
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    sweep: Sweep
+    base: MeasurementPlan  # workload and protocol; each point sets its own load
+    slots: int = 1  # requests the server takes at once (the mode's concurrency)
+
+    def point(self, load: float) -> SweepPoint:
+        return point_plan(self.sweep, self.base, load)
+
+
+def plans(card: ModelCard, cell: Cell, suites: Path) -> Iterator[SweepPlan]:
+    for sweep in sweeps_for(card, cell):
+        workload = resolve(card, sweep.workload, suites / "workloads")
+        yield SweepPlan(sweep, MeasurementPlan(workload, 1, card.protocol), card.mode(cell.mode).concurrency)
+
+
+# (records file, raw answer) per repetition of a point, or None: measure no more
+Measure = Callable[[SweepPoint], "Sequence[tuple[str, Mapping]] | None"]
+
+
+def processes_of(p: SweepPoint, answers: Sequence[tuple[str, Mapping]]) -> int:
+    """The client processes the point's last repetition ran with (more where one saturated)."""
+    return p.protocol.client_processes or (answers[-1][1].get("client") or {}).get("processes") or 1
+
+
+def walk(sp: SweepPlan, measure: Measure, accelerators: int):
+    """The card's points in order, then the bisection; returns (points, loads not measured)."""
+    points: list[dict] = []
+    skipped: list[float] = []
+
+    def one(load: float) -> bool:
+        p = sp.point(load)
+        answers = measure(p)
+        if answers is None:
+            return False
+        m = p.measurement(answers, accelerators, processes_of(p, answers))
+        points.append(point(sp.sweep, load, m, [a for _, a in answers], sp.slots, accelerators))
+        return True
+
+    for i, load in enumerate(sp.sweep.points):
+        if not one(load):
+            skipped.extend(sp.sweep.points[i:])
+            break
+    steps = 0
+    while not skipped and steps < sp.sweep.search:
+        load = next_load(sp.sweep, points)
+        if load is None or not one(load):
+            break
+        steps += 1
+    return sorted(points, key=lambda p: p["load"]), skipped
+
+
+def run_sweeps(card: ModelCard, cell: Cell, ep, accelerators: int, suites: Path) -> Iterator[CheckResult]:
+    """Each sweep of the cell, live: points measured until the sweep's budget is spent."""
+    from dayzero.run.phases import collect  # phases runs the sweeps: imported late, no cycle
+
+    for sp in plans(card, cell, suites):
+        sweep = sp.sweep
+        with ep.step(f"sweep: {sweep.name} ({sweep.kind}, {sweep.workload})"):
+            started = time.monotonic()
+
+            def measure(p: SweepPoint, started=started):
+                if time.monotonic() - started > p.sweep.budget_s:
+                    return None
+                return collect(ep, p, accelerators)[0]
+
+            points, skipped = walk(sp, measure, accelerators)
+            result = sweep_check(sweep, points, skipped)
+            ep.say(f"{result.name}: {result.message}")
+            yield result

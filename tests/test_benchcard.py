@@ -1,0 +1,160 @@
+"""The benchmark card from evidence: the frontier, a pending kind, claims as points, and the HTML
+as a reader's browser shows it (every measured point in the table and on its chart).
+
+The evidence is the submission corpus's synthetic run (`run_all` over a fake client, so the cells'
+sweeps are measured and recorded exactly as a live run records them); the real cpu cells' card is
+opened the same way in `test_report_e2e.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dayzero.report import benchcard
+from dayzero.report.benchcard import ClaimPoint, Point, build, frontier, pareto_svg, write_cards
+from dayzero.spec.card import Claim, ModelCard
+from dayzero.spec.matrix import load_matrix
+
+from .submission_corpus.synthetic import synthetic_run
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "reports" / "artifacts"
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    root = tmp_path_factory.mktemp("card")
+    matrix = load_matrix(REPO / "matrix")
+    synthetic_run(matrix, root / "reports", REPO / "suites" / "goldens")
+    return matrix, root / "reports"
+
+
+def point(pid: str, user: float, acc: float, kind: str = "concurrency") -> Point:
+    blank = dict.fromkeys(Point.__dataclass_fields__)
+    blank.update(
+        cell="m/cpu/a/b", mode="a", strategy="b", sweep="s", kind=kind, load=1.0, label=pid,
+        tok_s_per_user=user, tok_s_per_accelerator=acc, client_flagged=False, gap_judged=True,
+        evidence="e.json",
+    )  # fmt: skip
+    blank.pop("frontier")
+    return Point(**blank)
+
+
+def test_frontier_keeps_the_points_nothing_beats_on_both_axes():
+    pts = [point("slow", 10, 100), point("fast", 50, 20), point("middle", 30, 60), point("beaten", 25, 50)]
+    assert frontier(pts) == {p.id for p in pts if p.label != "beaten"}
+    assert frontier([point("none", None, 5)]) == set()
+
+
+def test_claims_with_both_axes_become_points():
+    def claim(unit, value, hardware="b300", conc=64):
+        return Claim(
+            f"{unit}-{hardware}",
+            "cookbook",
+            "output_throughput",
+            value,
+            unit,
+            "w",
+            conc,
+            {"hardware": hardware},
+        )
+
+    card = ModelCard(
+        "m",
+        None,
+        claims=(
+            claim("per_accelerator", 900),
+            claim("per_user", 45),
+            claim("per_accelerator", 500, conc=256),  # no per-user claim beside it
+            claim("per_accelerator", 1, hardware="h100"),
+            claim("per_user", 1, hardware="h100"),
+        ),
+    )
+    assert benchcard.claim_points(card, "b300") == (ClaimPoint("w c64", 45, 900, "cookbook"),)
+    assert benchcard.claim_points(ModelCard("m", None), "b300") == ()
+
+
+def test_a_kind_without_evidence_is_pending_and_still_draws_its_claims(synthetic, tmp_path):
+    matrix, reports = synthetic
+    cards = {(c.model, c.kind): c for c in build(matrix, reports)}
+    assert cards[("kimi-k3.1-pro", "b300")].status == "pending"
+    pending = replace(cards[("kimi-k3.1-pro", "b300")], claims=(ClaimPoint("published c64", 40, 800),))
+    html = benchcard.to_html(pending, pareto_svg(pending), "")
+    assert "pending" in html and "published claims: 1" in html
+    assert 'data-point="claim: published c64"' in pareto_svg(pending)
+
+
+def test_card_json_has_every_sweep_point_with_slo_goodput_and_cost(synthetic):
+    matrix, reports = synthetic
+    (html,) = write_cards(matrix, reports, ["smollm2-135m"])
+    doc = json.loads(html.with_suffix(".json").read_text())
+    assert doc["status"] == "measured"
+    sweeps = {(p["mode"], p["sweep"]) for p in doc["points"]}
+    ht, ll = "llama.cpp high_throughput", "llama.cpp low_latency"  # the engine is an axis on cpu
+    assert sweeps == {(ht, "conc"), (ht, "rate"), (ll, "ctx")}
+    rate = [p for p in doc["points"] if p["sweep"] == "rate"]
+    assert all(p["attainment"] is not None and p["goodput_tok_s"] is not None for p in rate)
+    assert all(p["cost_per_million"] > 0 for p in doc["points"])
+    assert any(p["frontier"] for p in doc["points"])
+    ctx = next(s for s in doc["sweeps"] if s["sweep"] == "ctx")
+    assert ctx["fit"]["decode_ratio"] is not None
+    assert (html.parent / "cpu.pareto.svg").is_file() and (html.parent / "cpu.context.svg").is_file()
+    md = html.with_suffix(".md").read_text()
+    assert "| mode/strategy |" in md and "![Pareto](cpu.pareto.svg)" in md
+
+
+def open_card(html: Path, shot: Path) -> dict:
+    """The card as Chromium renders it: table rows, chart markers, and a screenshot."""
+    from devlab.browser import Browser
+
+    with Browser(height=2200) as browser:
+        browser.goto(html.resolve().as_uri())
+        seen = browser.js(
+            """({
+              rows: [...document.querySelectorAll('#sweeps tr.point')].map(r => r.dataset.point),
+              pareto: [...document.querySelectorAll('#pareto circle.point')].map(c => c.dataset.point),
+              context: [...document.querySelectorAll('#context circle.point')].map(c => c.dataset.point),
+              frontier: [...document.querySelectorAll('#sweeps tr[data-frontier=true]')].length,
+              status: document.getElementById('status').textContent,
+            })"""
+        )
+        browser.screenshot(shot)
+    return seen
+
+
+def check_every_point_shown(html: Path, shot: Path) -> dict:
+    doc = json.loads(html.with_suffix(".json").read_text())
+    seen = open_card(html, shot)
+    ids = [p["id"] for p in doc["points"]]
+    assert sorted(seen["rows"]) == sorted(ids)
+    load = [p["id"] for p in doc["points"] if p["kind"] != "context"]
+    assert sorted(seen["pareto"]) == sorted(load)
+    ctx = [p["id"] for p in doc["points"] if p["kind"] == "context" and p["ttft_p50_ms"] is not None]
+    assert sorted({c.rsplit(" ", 2)[0] for c in seen["context"]}) == sorted(ctx)
+    assert seen["frontier"] >= 1 and seen["status"] == "measured"
+    return seen
+
+
+@pytest.mark.e2e
+def test_the_card_page_shows_every_measured_point_in_chromium(synthetic, tmp_path):
+    matrix, reports = synthetic
+    (html,) = write_cards(matrix, reports, ["smollm2-135m"])
+    shot = tmp_path / "card-synthetic.png"
+    check_every_point_shown(html, shot)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / shot.name)
+
+
+def test_the_acceptance_table_links_every_card(synthetic):
+    from dayzero.report.acceptance import write_acceptance
+
+    matrix, reports = synthetic
+    write_cards(matrix, reports)
+    md = write_acceptance(matrix, reports).read_text()
+    assert "[smollm2-135m on cpu](cards/smollm2-135m/cpu.html)" in md
+    assert 'href="cards/kimi-k3.1-pro/b300.html"' in (reports / "acceptance.html").read_text()

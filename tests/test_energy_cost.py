@@ -1,0 +1,99 @@
+"""Power parsers on the tools' own output shapes (tests/data/power/README.md says where each is
+from), energy integration, and cost per million tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dayzero.checks.energy import (
+    PowerSample,
+    amd_smi_power,
+    integrate,
+    nvidia_smi_csv,
+    per_token,
+    rapl_joules,
+)
+from dayzero.report.cost import Price, per_million_tokens, prices
+from dayzero.spec.matrix import load_matrix
+
+DATA = Path(__file__).parent / "data" / "power"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_amd_smi_metric_socket_power_and_na():
+    assert amd_smi_power((DATA / "amd-smi-metric.txt").read_text()) == {"gpu0": 140.0}
+
+
+def test_amd_smi_metric_power_on_eight_gpus():
+    got = amd_smi_power((DATA / "amd-smi-metric-power-8gpu.txt").read_text())
+    assert list(got) == [f"gpu{i}" for i in range(8)]
+    assert sum(got.values()) == 734 + 652 + 376 + 234 + 219 + 295 + 367 + 434
+
+
+def test_nvidia_smi_csv_units_na_and_a_cut_line():
+    samples = nvidia_smi_csv((DATA / "nvidia-smi-power.csv").read_text())
+    assert [len(s.watts) for s in samples] == [1, 2, 2, 0]  # [N/A] and the cut line read as absent
+    assert samples[1].t - samples[0].t == pytest.approx(0.5)
+    # trapezoids: gpu0 (300+500)/2*0.5 + (500+700)/2*0.5; gpu1 from its first reading on
+    assert integrate(samples) == pytest.approx({"gpu0": 500.0, "gpu1": 62.75})
+
+
+def test_nvidia_smi_csv_without_power_column_is_refused():
+    with pytest.raises(ValueError, match="power.draw"):
+        nvidia_smi_csv("timestamp, index, utilization.gpu [%]\n2026/12/04 01:00:00.000, 0, 5 %\n")
+
+
+def test_rapl_counter_wraps_and_subzones_are_not_counted_twice():
+    before = json.loads((DATA / "rapl-before.json").read_text())
+    after = json.loads((DATA / "rapl-after.json").read_text())
+    assert rapl_joules(before, after) == pytest.approx({"package-0": 10.0, "package-1": 10.0})
+
+
+def test_joules_per_token_and_watts_per_accelerator():
+    joules = integrate(
+        [PowerSample(0, {"gpu0": 400, "gpu1": 400}), PowerSample(10, {"gpu0": 600, "gpu1": 600})]
+    )
+    got = per_token(joules, output_tokens=2000, seconds=10, accelerators=2)
+    assert got == {"joules": 10000.0, "joules_per_token": 5.0, "watts_per_accelerator": 500.0}
+    assert per_token({}, 0, 0, 1)["joules_per_token"] is None
+
+
+def test_cost_per_million_tokens():
+    # 2.50 per accelerator-hour at 1000 tok/s per accelerator: 3.6M tokens an hour
+    assert per_million_tokens(Price(2.5), 1000) == pytest.approx(0.6944, abs=1e-4)
+    assert per_million_tokens(Price(2.5), 0) is None
+    assert per_million_tokens(None, 1000) is None
+
+
+def test_the_catalogue_states_a_price_for_cpu_only():
+    got = prices(load_matrix(REPO / "matrix"))
+    assert set(got) == {"cpu"} and got["cpu"].currency == "USD"
+
+
+def test_a_phases_energy_from_the_samplers_raw_output():
+    from dayzero.checks.energy import from_power
+
+    nvidia = (DATA / "nvidia-smi-power.csv").read_text()
+    got = from_power({"t0": 0.0, "t1": 1.0, "nvidia_smi": nvidia}, output_tokens=100, accelerators=2)
+    assert got == {
+        "source": "nvidia-smi",
+        "joules": 562.75,
+        "joules_per_token": 5.6275,
+        "watts_per_accelerator": 281.375,
+    }
+    rapl = {
+        "before": json.loads((DATA / "rapl-before.json").read_text()),
+        "after": json.loads((DATA / "rapl-after.json").read_text()),
+    }
+    assert from_power({"t0": 0, "t1": 2, "rapl": rapl}, 40, 1)["joules_per_token"] == 0.5
+    amd = [
+        {"t": 0, "text": (DATA / "amd-smi-metric.txt").read_text()},
+        {"t": 2, "text": (DATA / "amd-smi-metric.txt").read_text()},
+    ]
+    assert from_power({"t0": 0, "t1": 2, "amd_smi": amd}, 28, 1)["joules_per_token"] == 10.0
+    absent = {"t0": 0, "t1": 1, "absent": ["nvidia-smi not found"], "errors": []}
+    assert from_power(absent, 10, 1) == {"not_measured": "nvidia-smi not found"}
+    assert from_power(None, 10, 1) == {"not_measured": "no power sampler ran beside the phase"}
