@@ -276,3 +276,20 @@ def test_lint_refuses_to_launch_a_cell_that_does_not_parse(matrix_dir, tmp_path)
     assert "not launched: its engine would refuse it (--lint)" in result.stdout
     assert "--paralell-typo: unknown" in result.stdout
     assert "1 failed" in result.stdout
+
+
+@needs_parsers
+def test_sglang_cpu_cells_are_read_by_sglangs_own_parser(matrix_dir):
+    """The SGLang cpu recipes (every role: 2-node TP ranks, routed workers and the router) parse
+    with SGLang 0.5.23's own ServerArgs and the router's RouterArgs; a bad choice is a finding."""
+    rc, out = run_lint(matrix_dir, "smollm2-135m/cpu+sglang/")
+    assert rc == 0, out
+    path = matrix_dir / "models" / "smollm2-135m.yaml"
+    path.write_text(
+        path.read_text().replace("--attention-backend, torch_native", "--attention-backend, torch_nativ")
+    )
+    rc, out = run_lint(matrix_dir, "smollm2-135m/cpu+sglang/")
+    hits = [x for x in out.splitlines() if "--attention-backend" in x and "torch_nativ" in x]
+    assert rc == 1 and hits, out
+    for mode in ("low_latency", "high_throughput", "tp2_nodes", "routed"):
+        assert any(f"smollm2-135m/cpu+sglang/{mode}/baseline" in h for h in hits), (mode, hits)
