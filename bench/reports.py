@@ -71,7 +71,7 @@ def timed(fn, *args, **kw) -> tuple[float, object]:
 def write_goldens(matrix: Matrix, goldens: Path) -> Path:
     """Every generated cell gets the embedded default's golden of its mode and strategy."""
     for cell in matrix.cells:
-        source = GOLDENS / "smollm2-135m" / cell.hardware / cell.mode / f"{cell.strategy}.json"
+        source = GOLDENS / "smollm2-135m" / f"{cell.hardware}+llama.cpp" / cell.mode / f"{cell.strategy}.json"
         golden = json.loads(source.read_text())
         target = golden_path(goldens, cell.id)
         target.parent.mkdir(parents=True, exist_ok=True)
