@@ -56,9 +56,12 @@ def test_the_card_names_its_files_under_model_root_with_a_revision(matrix_dir):
     assert kimi.weights.startswith("{model_root}/") and kimi.ready_deadline >= 1800
     assert {f.role for f in kimi.model_files} == {"weights", "draft"}
     assert all(f.path.startswith("{model_root}/") for f in kimi.model_files)
-    smol = matrix.card(matrix.cell("smollm2-135m/cpu/low_latency/baseline"))
+    smol = matrix.card(matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline"))
     (gguf,) = smol.model_files
     assert gguf.path == smol.weights and gguf.sha256 and gguf.size  # the GGUF itself, checksummed
+    sgl = matrix.card(matrix.cell("smollm2-135m/cpu+sglang/low_latency/baseline"))
+    (st,) = sgl.model_files  # an engine's entry names its own weights' files
+    assert st.path.startswith(sgl.weights + "/") and st.size
 
 
 def test_a_file_outside_model_root_or_without_revision_is_refused(tmp_path):
