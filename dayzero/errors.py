@@ -37,6 +37,11 @@ class HostSilent(InfrastructureError):
     command that should write every few seconds, for as long as the phase allows."""
 
 
+class StillLoading(InfrastructureError):
+    """Every role is alive but not ready by the card's deadline: loading weights that take longer
+    here than the card allows (a slow disk, a cold cache) is the lab's fault, not the product's."""
+
+
 class DeploymentError(DayzeroError):
     """The recipe did not come up (exited early, never ready): a product failure of the cell."""
 

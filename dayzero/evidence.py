@@ -98,6 +98,7 @@ def build(
     error: str = "",
     secrets: Iterable[str] = (),
     claims: Iterable[Claim] = (),
+    readiness: Mapping[str, float] | None = None,
 ) -> dict:
     """The evidence document of one cell run, from whatever it gathered before it ended (pure).
 
@@ -132,6 +133,8 @@ def build(
         doc["error"] = error
     if answered := claim_checks.evaluate_all(claims, doc):
         doc["claims"] = answered
+    if readiness:  # launch to ready, and the deadline it had (a cell that never started has none)
+        doc["readiness"] = dict(readiness)
     return redact_tree(doc, secrets)
 
 

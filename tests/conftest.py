@@ -91,3 +91,30 @@ def processes_matching(needle: str) -> list[str]:
     # past that column (`--host <address>` after a long model path) was never found.
     out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if needle in line and "ps -eo" not in line]
+
+
+def one_card_context(tmp_path: Path, card: dict, host: dict, name: str = "local", **options):
+    """A RunContext over a matrix of one card (the repository's hardware catalogue) and an
+    inventory of one local host: `host` over a local cpu host whose workdir is in tmp_path."""
+    from dayzero.run.cell import RunContext, new_run_id
+    from dayzero.spec.inventory import load_inventory
+    from dayzero.spec.matrix import load_matrix
+
+    mdir = tmp_path / "matrix"
+    (mdir / "models").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "matrix" / "hardware.yaml", mdir / "hardware.yaml")
+    write_yaml(mdir / "models" / f"{card['model']}.yaml", card)
+    fields = {"transport": "local", "address": "127.0.0.1", "hardware": "cpu", "accelerators": 1}
+    inv = write_yaml(
+        tmp_path / "hosts.yaml", {"hosts": {name: {**fields, "workdir": str(tmp_path / "work"), **host}}}
+    )
+    matrix = load_matrix(mdir)
+    options = {"lease_wait": 30, "say": lambda m: None, **options}
+    return RunContext(
+        matrix,
+        load_inventory(inv, set(matrix.hardware)),
+        tmp_path / "reports",
+        tmp_path / "goldens",
+        new_run_id(),
+        **options,
+    )

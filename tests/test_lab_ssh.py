@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dayzero.errors import StillLoading
 from dayzero.evidence import slug
 from dayzero.lab.cache import engines_venv, model_path, server_binary
 from dayzero.run.cell import RunContext, new_run_id, run_cell
@@ -199,12 +200,12 @@ def test_never_ready_over_ssh_hits_the_deadline_and_kills_the_group(lab, tmp_pat
     inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab2"})
     ctx = _context(mdir, inv, tmp_path / "reports", lambda m: None, ready_deadline=3, goldens=tmp_path / "g")
     try:
-        outcome = run_cell(ctx, ctx.matrix.cells[0])
+        with pytest.raises(StillLoading) as caught:  # alive, never ready: broken (lab), not failed
+            run_cell(ctx, ctx.matrix.cells[0])
     finally:
         ctx.close()
-    assert outcome.verdict == "failed", outcome.error
-    address = lab.host("lab2").address
-    assert "not ready within the 3s deadline" in outcome.error and f"{address}:18600/health" in outcome.error
+    address, error = lab.host("lab2").address, str(caught.value)
+    assert "not ready within the 3s deadline" in error and f"{address}:18600/health" in error
     assert not processes_matching(f"sleep {marker}"), "the server's process group is killed on the host"
 
 

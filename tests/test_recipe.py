@@ -22,7 +22,13 @@ def matrix():
 
 def lab(hardware: str, n: int, accelerators: int = 8) -> list[Host]:
     return [
-        Host(name=f"{hardware}-{i}", hardware=hardware, address=f"10.0.0.{i + 1}", accelerators=accelerators)
+        Host(
+            name=f"{hardware}-{i}",
+            hardware=hardware,
+            address=f"10.0.0.{i + 1}",
+            accelerators=accelerators,
+            vars=(("model_root", "/models"),),  # where a lab keeps the weights the card names
+        )
         for i in range(n)
     ]
 
@@ -80,8 +86,8 @@ def test_rendering_is_pure_and_digest_ignores_hosts(matrix):
     b = render(matrix, cell, lab("gb300", 2, 4))
     assert a == b
     other = [
-        Host(name="x", hardware="gb300", address="192.168.1.1", accelerators=4),
-        Host(name="y", hardware="gb300", address="192.168.1.2", accelerators=4),
+        Host(name=n, hardware="gb300", address=f"192.168.1.{i}", accelerators=4, vars=(("model_root", "/w"),))
+        for i, n in enumerate(("x", "y"), 1)
     ]
     assert render(matrix, cell, other).digest == a.digest
     assert dict(a.launches[0].env)["NCCL_MNNVL_ENABLE"] == "1"

@@ -6,12 +6,18 @@ rendezvous at rank 0 in any order), then rank 0 of every role that is not the en
 prefill, decode), then the endpoint (rank 0 of a multi-node role, or the router). Every launch is
 checked ready on its own host as `Launch.ready` says (health path, port accepts, or running) and
 every started process is checked alive while waiting: a live router in front of a dead worker
-is not ready. Only `Transport` is used, so any transport (local, SSH, a Slurm step) can run it.
+is not ready. A process that exits first is the product's failure (`DeploymentError`); every
+process alive at the deadline is a cell still loading (`StillLoading`, a lab fault: the card's
+`ready_deadline` is sized for its weights, and this host did not make it). Only `Transport` is
+used, so any transport (local, SSH, a Slurm step) can run it.
 
-Each launch runs in its own process group (see `Transport.start`). `Deployment.stop` kills every
-group it started and never raises; the cell run calls it in a `finally`, so it runs whatever the
-exit path: pass, failure, deadline, KeyboardInterrupt or SIGTERM (the plugin turns SIGTERM into
-an exception so that `finally` blocks run). Logs are kept on the host and copied to the run's report folder.
+Each launch runs in its own process group (see `Transport.start`); a launch in a container also
+leaves beside its log the shell that removes the container (`cleanup_file`), which teardown, the
+host's watchdog and a crashed worker's cleanup run once the group is killed. `Deployment.stop`
+kills every group it started (and removes its containers) and never raises; the cell run calls
+it in a `finally`, so it runs whatever the exit path: pass, failure, deadline, KeyboardInterrupt
+or SIGTERM (the plugin turns SIGTERM into an exception so that `finally` blocks run). Logs are
+kept on the host and copied to the run's report folder.
 """
 
 from __future__ import annotations
@@ -23,11 +29,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dayzero.errors import CommandTimeout, DeploymentError, InfrastructureError
+from dayzero.errors import CommandTimeout, DeploymentError, InfrastructureError, StillLoading
 from dayzero.lab.transport import RemoteProcess, Transport
-from dayzero.lab.transport.base import watchdog_log
+from dayzero.lab.transport.base import cleanup_file, watchdog_log
 from dayzero.loadgen import client_source
 from dayzero.loadgen.client import BEAT
+from dayzero.spec import container
 from dayzero.spec.recipe import HTTP, TCP, Launch, Recipe
 from dayzero.spec.shell import quote
 
@@ -142,6 +149,13 @@ class Deployment:
 
     def _start_one(self, launch: Launch) -> None:
         transport = self.transports[launch.host]
+        if boxed := container.name_of(launch.container):  # known to every cleanup before it runs
+            where = quote(cleanup_file(self.log_path(launch)))
+            transport.check(
+                f"mkdir -p {quote(self.run_dir(launch))} && "
+                f"printf '%s\\n' {quote(container.remove(*boxed))} > {where}",
+                timeout=30,
+            )
         try:
             process = transport.start(
                 launch.command,
@@ -154,6 +168,7 @@ class Deployment:
         except BaseException:  # interrupted after the host forked it: find it by its pidfile
             log_path = self.log_path(launch)
             self._best_effort(lambda: transport.kill_unrecorded(log_path))  # noqa: B023 - called now
+            self._best_effort(lambda: self._remove_container(launch))  # noqa: B023 - called now
             raise
         self.started.append(Started(launch, process))  # tracked before anything else can fail
         if launch.host in self.heartbeats:
@@ -165,6 +180,16 @@ class Deployment:
                 raise
             self.started[-1] = Started(launch, process, watchdog)
         self.on_event(f"started {launch.role}[{launch.rank}] on {launch.host} (pgid {process.pgid})")
+
+    def _remove_container(self, launch: Launch) -> None:
+        """Remove the launch's container, if it runs in one: a `docker run` client killed after
+        its grace (SIGKILL is not proxied) leaves the container, and the engine in it, running."""
+        if boxed := container.name_of(launch.container):
+            transport = self.transports[launch.host]
+            setup = f"{transport.host.engine_setup}\n" if transport.host.engine_setup else ""
+            done = transport.run(setup + container.remove(*boxed), timeout=60)
+            if not done.ok:
+                raise InfrastructureError(f"{launch.host}: container {boxed[1]} could not be removed")
 
     @staticmethod
     def _best_effort(action) -> None:
@@ -241,13 +266,16 @@ class Deployment:
                         )
             if not waiting:
                 return time.monotonic() - t0
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline:  # every process is alive (checked above): still loading
                 launch, last = next(iter(waiting.items()))
                 started = next((s for s in self.started if s.launch == launch), None)
-                raise DeploymentError(
+                tail = self.tail(started, 20) if started else ""
+                raise StillLoading(
                     f"{launch.role}[{launch.rank}] on {launch.host} not ready within the "
-                    f"{self.ready_deadline:.0f}s deadline: {self._where(launch)} last answered {last}",
-                    self.tail(started) if started else "",
+                    f"{self.ready_deadline:.0f}s deadline, still running (loading?): "
+                    f"{self._where(launch)} last answered {last}; raise the card's ready_deadline "
+                    "if its weights take longer to load on this host"
+                    + (f"\n--- server log tail ---\n{tail}" if tail else "")
                 )
             time.sleep(0.5)
 
@@ -303,14 +331,20 @@ class Deployment:
             steps = [(s.launch.role, s.process, 10.0)]
             if s.watchdog:
                 steps.append((f"{s.launch.role} watchdog", s.watchdog, 0.0))
+            steps.insert(1, ("container", None, 0.0))  # after its client, before the watchdog
             for what, process, grace in steps:
                 try:
+                    if process is None:
+                        self._remove_container(s.launch)
+                        continue
                     self.transports[s.launch.host].kill(process, grace=grace)
                 except (InfrastructureError, CommandTimeout, OSError) as exc:
                     log.warning("could not stop %s on %s: %s", what, s.launch.host, exc)
                 except BaseException as exc:  # noqa: BLE001 - re-raised once every group is killed
                     interrupted = interrupted or exc
-                    self._best_effort(lambda p=process, h=s.launch.host: self.transports[h].kill(p, grace=0))
+                    if process is not None:
+                        h = s.launch.host
+                        self._best_effort(lambda p=process, h=h: self.transports[h].kill(p, grace=0))
             self.stopped.append(s)
             self.on_event(f"stopped {s.launch.role}[{s.launch.rank}] on {s.launch.host}")
         if interrupted is not None:

@@ -18,6 +18,7 @@ from dayzero.lab.lease import DEFAULT_TTL, Lease, LeaseKeeper, acquire_all, rele
 from dayzero.lab.preflight import HostFacts, gather
 from dayzero.lab.presence import RoleCheck
 from dayzero.lab.transport import Transport, open_transport
+from dayzero.spec.card import ModelFile
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Hardware
 
@@ -127,11 +128,17 @@ class HostPool:
         engine: str,
         version_command: str = "",
         roles: Sequence[RoleCheck] = (),
+        image: str = "",
+        model_files: Sequence[ModelFile] = (),
     ) -> HostFacts:
         """Facts of a host for one engine, gathered before every use: the previous cell may not
-        have released its accelerator memory, a disk may have filled up, an engine may be gone."""
+        have released its accelerator memory, a disk may have filled up, an engine may be gone.
+        `image`: the cell's, which a container host checks its roles and engine in;
+        `model_files`: the card's, checked present."""
         engines = {engine: version_command} if version_command else {}
-        facts = gather(self.transport(host), hardware, engines, self.inventory.secrets, roles)
+        facts = gather(
+            self.transport(host), hardware, engines, self.inventory.secrets, roles, image or None, model_files
+        )
         self.facts[f"{host.name}:{engine}"] = facts
         return facts
 
@@ -148,6 +155,8 @@ class HostPool:
         engine: str,
         version_command: str = "",
         roles: Sequence[RoleCheck] = (),
+        image: str = "",
+        model_files: Sequence[ModelFile] = (),
     ) -> Held:
         """Lease `needed` hosts, preflight them, and swap out any that fail until none are left.
 
@@ -171,7 +180,12 @@ class HostPool:
             try:
                 held.keeper.__enter__()
                 checked = [
-                    (lease.host, self.preflight(lease.host, hardware, engine, version_command, roles))
+                    (
+                        lease.host,
+                        self.preflight(
+                            lease.host, hardware, engine, version_command, roles, image, model_files
+                        ),
+                    )
                     for lease in leases
                 ]
                 unfit = [(host, facts) for host, facts in checked if not facts.healthy]

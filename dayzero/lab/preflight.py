@@ -2,7 +2,10 @@
 
 Counts accelerators and free memory with the vendor's own tool (never assuming NVIDIA), reads the
 accelerator driver's version with the same tool (evidence keeps it), checks free disk in the
-workdir and that the engine answers its version command. A host that fails is
+workdir, that the card's model files are there (`dayzero.lab.weights`: size, and checksum where
+the card knows one) and that the engine answers its version command: on a host that runs its engines in a
+container (`container: docker|podman`), inside the cell's image (`engine_check`), keeping the
+image's resolved id and digests. A host that fails is
 quarantined for the rest of the run and the cell is reported as infrastructure, not product.
 """
 
@@ -14,10 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dayzero.errors import CommandTimeout, InfrastructureError
-from dayzero.lab import hostload, presence
+from dayzero.lab import hostload, presence, weights
 from dayzero.lab.presence import RoleCheck
 from dayzero.lab.transport import Transport
 from dayzero.redact import redact
+from dayzero.spec import container
+from dayzero.spec.card import ModelFile
+from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Hardware
 from dayzero.spec.shell import quote
 
@@ -59,6 +65,7 @@ class HostFacts:
     problems: tuple[str, ...] = ()
     driver_version: str | None = None
     foreign_load: dict | None = None  # a `hostload.HostLoad` sample taken at preflight, if it could be
+    image: dict | None = None  # container hosts: the image the engine was checked in (ImageFacts)
 
     @property
     def healthy(self) -> bool:
@@ -118,17 +125,36 @@ def driver_version(transport: Transport, tool: str) -> str:
     return (" ".join(out.split())[:200] or UNKNOWN) if ok else UNKNOWN
 
 
+def engine_check(host: Host, command: str, image: str | None) -> str:
+    """The shell that runs an engine's version command as a launch on `host` will meet it: after
+    the host's `engine_setup`, on the host itself or, on a container host, inside `image`."""
+    setup = f"{host.engine_setup}\n" if host.engine_setup else ""
+    if host.container in container.RUNTIMES:
+        return f"{setup}{container.version_check(host.container, image or '', command)} 2>&1"
+    return f"{setup}{command} 2>&1"
+
+
+def role_check(host: Host, check: RoleCheck, image: str | None) -> str:
+    """`presence.check_command`, inside `image` on a container host (its roles run there)."""
+    if host.container in container.RUNTIMES:
+        setup = f"{host.engine_setup}\n" if host.engine_setup else ""
+        return f"{setup}{container.inside(host.container, image or '', check.shell)}"
+    return presence.check_command(host, check)
+
+
 def gather(
     transport: Transport,
     hardware: Hardware,
     engines: dict[str, str],
     secrets=(),
     roles: Sequence[RoleCheck] = (),
+    image: str | None = None,
+    model_files: Sequence[ModelFile] = (),
 ) -> HostFacts:
     """Collect facts and judge them against the inventory's claims; never raises for a bad host.
     Every role's program must run after the host's engine_setup (`dayzero.lab.presence`) before
     the engine's version command is trusted: a version command that ends in a pipe exits 0 with
-    `not found` as its output."""
+    `not found` as its output. On a container host both run inside the cell's `image`."""
     host = transport.host
     problems: list[str] = []
     try:
@@ -167,18 +193,30 @@ def gather(
             problems.append(f"only {disk} GB free in {host.workdir} (need {MIN_DISK_GB})")
     else:
         problems.append(f"workdir {host.workdir} not usable: {out[-200:]}")
-    versions = {}
+    versions, seen_image = {}, None
+    boxed = host.container in container.RUNTIMES
+    if boxed and not image and (roles or engines):
+        problems.append(f"runs engines in {host.container}; the card names no image for {hardware.name}")
+    limit = 600 if boxed else 120  # a pull is slow
+    checks = () if boxed and not image else roles
     absent = presence.problems(
-        ((check, *_run(transport, presence.check_command(host, check), 120)) for check in roles), host.name
+        ((check, *_run(transport, role_check(host, check, image), limit)) for check in checks), host.name
     )
     problems += [redact(p, secrets) for p in absent]
-    setup = f"{host.engine_setup}\n" if host.engine_setup else ""
-    for engine, command in ({} if absent else engines).items():
-        ok, out = _run(transport, f"{setup}{command} 2>&1", 120)
-        if ok and out:
+    for engine, command in ({} if absent or (boxed and not image) else engines).items():
+        ok, out = _run(transport, engine_check(host, command, image), limit)
+        if boxed:
+            found, out = container.parse_version_check(image or "", out)
+            seen_image = found.to_json() if found else None
+        where = f" in image {image}" if boxed else ""
+        if ok and out.strip():
             versions[engine] = " ".join(out.split())[:200]
         else:
-            problems.append(f"engine {engine} not usable: `{command}`: {redact(out[-200:], secrets)}")
+            problems.append(f"engine {engine} not usable{where}: `{command}`: {redact(out[-200:], secrets)}")
+    if model_files:  # the card's weights, under this host's {model_root}
+        wanted = weights.resolve(model_files, host.var)
+        ok, out = _run(transport, weights.check_command(wanted), 600)  # a GGUF's sha256 takes a while
+        problems += [f"{p} on {host.name}" for p in weights.problems(wanted, out if ok else "")]
     ncpu = int(cpus) if cpus.isdigit() else None
     driver = driver_version(transport, tool)
     load = hostload.sample(transport, interval=1.0)
@@ -194,6 +232,7 @@ def gather(
         tuple(problems),
         driver,
         load.to_json() if load else None,
+        seen_image,
     )
 
 

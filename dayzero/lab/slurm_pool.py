@@ -39,6 +39,7 @@ from dayzero.lab.slurm import (
 )
 from dayzero.lab.transport import RemoteProcess, Transport, open_transport
 from dayzero.lab.transport.base import CommandResult
+from dayzero.spec.card import ModelFile
 from dayzero.spec.inventory import Host, SlurmCluster, SlurmHardware
 from dayzero.spec.matrix import Hardware
 
@@ -228,9 +229,15 @@ class SlurmPool:
         engine: str,
         version_command: str = "",
         roles: Sequence[RoleCheck] = (),
+        image: str = "",
+        model_files: Sequence[ModelFile] = (),
     ) -> Held:
+        """Hosts of a Slurm job for the cell (a pyxis node checks its engine on the node, as
+        its step's script runs it), or the SSH pool's for hardware the cluster does not serve."""
         if not self.serves(hardware.name):
-            return self.hosts.acquire(cell_id, hardware, needed, engine, version_command, roles)
+            return self.hosts.acquire(
+                cell_id, hardware, needed, engine, version_command, roles, image, model_files
+            )
         kind = self.cluster.for_hardware(hardware.name)
         deadline = time.monotonic() + self.hosts.lease_wait
         held = self._slot(cell_id)
@@ -240,7 +247,9 @@ class SlurmPool:
                 unfit = [
                     (host, facts)
                     for host in held.hosts
-                    if not (facts := self._preflight(host, hardware, engine, version_command, roles)).healthy
+                    if not (
+                        facts := self._preflight(host, hardware, engine, version_command, roles, model_files)
+                    ).healthy
                 ]
                 if not unfit:
                     held.acquired = now_iso("milliseconds")
@@ -356,10 +365,17 @@ class SlurmPool:
         return self._slots
 
     def _preflight(
-        self, host: Host, hardware: Hardware, engine: str, version_command: str, roles: Sequence[RoleCheck]
+        self,
+        host: Host,
+        hardware: Hardware,
+        engine: str,
+        version_command: str,
+        roles: Sequence[RoleCheck],
+        model_files: Sequence[ModelFile] = (),
     ) -> HostFacts:
         engines = {engine: version_command} if version_command else {}
-        facts = gather(self.transports[host.name], hardware, engines, self.hosts.inventory.secrets, roles)
+        transport, secrets = self.transports[host.name], self.hosts.inventory.secrets
+        facts = gather(transport, hardware, engines, secrets, roles, model_files=model_files)
         self.hosts.facts[f"{host.name}:{engine}"] = facts
         return facts
 

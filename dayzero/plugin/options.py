@@ -61,7 +61,12 @@ OPTIONS: tuple[tuple[str, str, dict], ...] = (
     (
         "--ready-deadline",
         "dayzero_ready_deadline",
-        {"type": float, "default": 600.0, "help": "seconds a recipe may take to become ready (default: 600)"},
+        {
+            "type": float,
+            "default": None,
+            "help": "seconds a recipe may take to become ready, for every card "
+            "(default: each card's ready_deadline, else 600)",
+        },
     ),
     (
         "--heartbeat-timeout",

@@ -63,7 +63,7 @@ class RunContext:
     goldens_dir: Path
     run_id: str
     worker: str = "master"
-    ready_deadline: float = 600.0
+    ready_deadline: float | None = None  # every card's; None: each card's own (`ready_deadline`)
     lease_wait: float = 1800.0
     heartbeat_timeout: float = 120.0
     say: Callable[[str], None] = print
@@ -123,6 +123,7 @@ class CellRun:
     logs: list[Path] = field(default_factory=list)
     verdict: str = "passed"
     error: str = ""
+    readiness: dict = field(default_factory=dict)  # deadline_s, and ready_s once ready
 
 
 def candidate_hosts(ctx: RunContext, cell: Cell) -> tuple[Host, ...]:
@@ -152,6 +153,8 @@ def lease(ctx: RunContext, cell: Cell, run: CellRun) -> Held:
             card.engine.name,
             card.engine.version_command or "",
             roles=role_checks(card, cell),
+            image=card.hardware[cell.hardware].image or "",
+            model_files=card.model_files,
         )
         ctx.say(f"{cell.id}: leased {', '.join(f'{x.host.name} slot {x.slot}' for x in run.held.leases)}")
     return run.held
@@ -179,6 +182,13 @@ def engine_version(ctx: RunContext, cell: Cell, held: Held) -> str:
     return facts.engine_versions.get(engine, "unknown") if facts else "unknown"
 
 
+def engine_image(ctx: RunContext, cell: Cell, held: Held | None) -> dict:
+    """The image the engine ran in, as preflight resolved it on the first host (container hosts)."""
+    engine = ctx.matrix.card(cell).engine.name
+    facts = ctx.pool.facts_of(held.hosts[0], engine) if held and held.hosts else None
+    return {"image": facts.image} if facts and facts.image else {}
+
+
 def version_check(version: str) -> CheckResult | None:
     """An engine version that could not be read is not measured: such a cell is never Verified."""
     if version and version != "unknown":
@@ -191,6 +201,15 @@ def version_check(version: str) -> CheckResult | None:
     )
 
 
+DEFAULT_READY_DEADLINE = 600.0
+
+
+def ready_deadline(ctx: RunContext, cell: Cell) -> float:
+    """Seconds the cell may take from launch to ready: the run's override, else its card's (sized
+    for its weights), else DEFAULT_READY_DEADLINE."""
+    return ctx.ready_deadline or ctx.matrix.card(cell).ready_deadline or DEFAULT_READY_DEADLINE
+
+
 def deployment(ctx: RunContext, cell: Cell, recipe: Recipe, held: Held) -> Deployment:
     """The deployment of a rendered recipe on the held hosts (nothing started yet)."""
     return Deployment(
@@ -198,18 +217,20 @@ def deployment(ctx: RunContext, cell: Cell, recipe: Recipe, held: Held) -> Deplo
         {h.name: ctx.transport(h) for h in held.hosts},
         records.cell_folder(ctx.run_id, cell.id),
         health_path=ctx.matrix.card(cell).engine.health_path,
-        ready_deadline=ctx.ready_deadline,
+        ready_deadline=ready_deadline(ctx, cell),
         heartbeats={lease.host.name: lease.heartbeat for lease in held.leases},
         heartbeat_timeout=ctx.heartbeat_timeout,
         on_event=ctx.say,
     )
 
 
-def deploy(dep: Deployment) -> None:
-    """Start every launch and wait until the server answers its health check."""
+def deploy(dep: Deployment, run: CellRun) -> None:
+    """Start every launch and wait until the server answers its health check; the time it took
+    (and the deadline it had) go to the evidence."""
+    run.readiness = {"deadline_s": dep.ready_deadline}
     with allure.step("launch and wait for readiness"):
         dep.start()
-        dep.wait_ready()
+        run.readiness["ready_s"] = round(dep.wait_ready(), 3)
 
 
 def probe(
@@ -381,13 +402,14 @@ def write_evidence(ctx: RunContext, cell: Cell, run: CellRun, record_goldens: bo
             "harness_version": __version__,
         },
         recipe=run.recipe,
-        engine={"name": engine, "version": run.version},
+        engine={"name": engine, "version": run.version, **engine_image(ctx, cell, run.held)},
         records=[str(p.relative_to(ctx.reports_dir)) for p in records_dir(ctx, cell).glob("*.json")],
         logs=[str(p.relative_to(ctx.reports_dir)) for p in run.logs],
         verdict=run.verdict,
         error=run.error,
         secrets=ctx.inventory.secrets,
         claims=claims_for(ctx.matrix.card(cell), cell),
+        readiness=run.readiness,
     )
     if record_goldens:
         return None
@@ -407,7 +429,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
         run.version = engine_version(ctx, cell, held)
         dep = deployment(ctx, cell, run.recipe, held)
         try:
-            deploy(dep)
+            deploy(dep, run)
             ep = endpoint(ctx, cell, dep)
             run.checks += probe(ctx, cell, ep, record_goldens, run.version)
             if record_goldens:

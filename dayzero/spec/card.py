@@ -67,6 +67,19 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class ModelFile:
+    """A file of the weights or a draft model that every host of a cell must hold, named under
+    the host's `{model_root}` (a lab keeps its weights there; no node downloads them at launch)."""
+
+    path: str  # "{model_root}/..."
+    revision: str | None  # the hub revision the recipes were written for; None until published
+    role: str = "weights"  # weights | draft
+    hub: str | None = None
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
 class GoldenPolicy:
     """How probe output is compared with its golden: batching changes greedy output."""
 
@@ -333,6 +346,8 @@ class ModelCard:
     mamba_ratio: Mapping[str, float | None] = _aside(default_factory=dict)  # geometry for dayzero.spec.mamba
     goldens: GoldenReference | None = _aside(default=None)  # cross-hardware goldens, if the card has them
     claims: tuple[Claim, ...] = _aside(default=())  # published numbers the card answers to
+    model_files: tuple[ModelFile, ...] = _aside(default=())  # checked present on every host by preflight
+    ready_deadline: float | None = _aside(default=None)  # launch to ready, sized for the weights
     raw: Mapping[str, Any] = _aside(default_factory=dict)  # the file as written: recipe templates, digests
 
     def mode(self, name: str) -> Mode:
@@ -642,5 +657,17 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
         tool_calls=tuple(_tool_calls(r) for r in data.get("tool_calls") or ()),
         goldens=_golden_reference(data.get("goldens")),
         claims=_claims(path, data.get("claims")),
+        model_files=tuple(
+            ModelFile(
+                f["path"],
+                f["revision"],
+                f.get("role", "weights"),
+                f.get("hub"),
+                f.get("size"),
+                f.get("sha256"),
+            )
+            for f in data.get("model_files") or ()
+        ),
+        ready_deadline=data.get("ready_deadline"),
         raw=data,
     )

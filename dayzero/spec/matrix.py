@@ -226,6 +226,8 @@ ENGINES = "engines"
 ENGINE_KEYS = (
     "engine",
     "weights",
+    "model_files",
+    "ready_deadline",
     "vars",
     "recipe",
     "hardware",

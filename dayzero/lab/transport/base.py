@@ -28,19 +28,27 @@ def group_alive(pgid: int | str) -> str:
     return f"ps -e -o pgid= -o stat= | awk -v g={g} '$1 == g && $2 !~ /^Z/ {{f = 1}} END {{exit !f}}'"
 
 
-def watch_loop(pgid: int | str, heartbeat: str, timeout: float) -> str:
+def watch_loop(pgid: int | str, heartbeat: str, timeout: float, cleanup: str = "") -> str:
     """Shell text of a dead man's switch: kill process group `pgid` (as in `group_alive`) once
     `heartbeat` is not touched for `timeout` seconds (controller killed, connection lost) or no
     longer holds what it held at the start (the lease went stale and another run reclaimed it:
-    its keeper's touches must not keep our server alive); ends by itself with the group."""
+    its keeper's touches must not keep our server alive), then run `cleanup` (a container's
+    removal: a killed `docker run` client leaves it running); ends by itself with the group."""
     pg, hb = f"-{pgid}", quote(heartbeat)
+    then = f"{cleanup}; " if cleanup else ""
     return (
         f"touch -c {hb}; own=$(cksum < {hb} 2>/dev/null); while {group_alive(pgid)}; do "
         f"age=$(( $(date +%s) - $(stat -c %Y {hb} 2>/dev/null || echo 0) )); "
         f'if [ $age -gt {int(timeout)} ] || [ "$(cksum < {hb} 2>/dev/null)" != "$own" ]; then '
-        f"kill -TERM -- {pg}; sleep 10; kill -KILL -- {pg}; exit 0; fi; "
+        f"kill -TERM -- {pg}; sleep 10; kill -KILL -- {pg}; {then}exit 0; fi; "
         f"sleep 2; done"
     )
+
+
+def cleanup_file(log_path: str) -> str:
+    """Where a launch logging to `log_path` keeps the shell that removes what outlives its
+    process group (its container), for teardown, the watchdog and a crashed worker's cleanup."""
+    return f"{log_path}.cleanup"
 
 
 def watchdog_log(log_path: str) -> str:
@@ -160,7 +168,8 @@ class Transport(abc.ABC):
 
     def watch(self, proc: RemoteProcess, heartbeat: str, timeout: float) -> RemoteProcess:
         """Start a dead man's switch on the host (`watch_loop`) over the process group."""
-        loop = watch_loop(proc.pgid, heartbeat, timeout)
+        cleanup = f"sh {quote(cleanup_file(proc.log_path))} 2>/dev/null"
+        loop = watch_loop(proc.pgid, heartbeat, timeout, cleanup)
         pidfile = quote(watchdog_log(proc.log_path) + ".pgid")  # found by kill_unrecorded, kill_recorded
         wrapper = f"setsid bash -c {quote(loop)} > /dev/null 2>&1 < /dev/null & echo $! > {pidfile}; echo $!"
         result = self.check(wrapper, timeout=30)
@@ -176,8 +185,9 @@ class Transport(abc.ABC):
         )
 
     def kill_recorded(self, folder: str, grace: float = 5.0) -> list[int]:
-        """Kill every group started with a log in `folder` (their `.pgid` files) and still alive:
-        the teardown of a deployment whose controller died before its own (a crashed worker).
+        """Kill every group started with a log in `folder` (their `.pgid` files) and still alive,
+        then run every launch's `cleanup_file` (its container's removal): the teardown of a
+        deployment whose controller died before its own (a crashed worker).
         Returns the groups that were alive."""
         alive = group_alive('"$p"')
         script = (
@@ -186,7 +196,9 @@ class Transport(abc.ABC):
             f'{alive} && {{ kill -TERM -- -"$p" 2>/dev/null; found="$found $p"; }}; done; '
             f"for i in $(seq {int(grace * 10)}); do left=; "
             f'for p in $found; do {alive} && left=1; done; [ -z "$left" ] && break; sleep 0.1; done; '
-            f'for p in $found; do kill -KILL -- -"$p" 2>/dev/null; done; echo "KILLED $found"'
+            f'for p in $found; do kill -KILL -- -"$p" 2>/dev/null; done; '
+            f'for f in {quote(folder)}/*.cleanup; do [ -f "$f" ] && sh "$f" 2>/dev/null; done; '
+            f'echo "KILLED $found"'
         )
         out = self.run(script, timeout=grace + 30).stdout
         line = next((x for x in out.splitlines() if x.startswith("KILLED")), "KILLED")
