@@ -496,11 +496,9 @@ def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, quick_matrix,
 
 
 SGLANG_SWEEP = (  # (after the line with, offset s): what of SGLang's process tree is up then
-    ("started server[0]", 1.0),  # the launcher importing (no scheduler yet)
     ("started server[0]", 20.0),  # scheduler and detokenizer spawned, weights loading, not ready
-    ("ready after", 0.5),  # probes: launcher, scheduler, detokenizer all serving
-    ("ready after", 8.0),  # goldens / measurement under load
-)
+    ("ready after", 8.0),  # goldens / measurement under load: launcher, scheduler, detokenizer
+)  # (the launcher alone, 1 s after its start, and the probes, 0.5 s after ready, passed too)
 
 
 @pytest.mark.parametrize(("after", "offset"), SGLANG_SWEEP, ids=[f"{a}+{o}s" for a, o in SGLANG_SWEEP])
