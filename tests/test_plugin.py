@@ -19,12 +19,15 @@ def test_collect_b300_lists_kimi_cells():
 
 
 def test_marker_expressions_combine():
-    result = run_pytest("--collect-only", "-q", "-m", "cpu and high_throughput")
+    result = run_pytest("--collect-only", "-q", "-m", "cpu and high_throughput and not sglang")
     ids = [line for line in result.stdout.splitlines() if "test_cell[" in line]
     assert sorted(ids) == [
         "suites/test_cells.py::test_cell[smollm2-135m/cpu+llama.cpp/high_throughput/baseline]",
         "suites/test_cells.py::test_cell[smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec]",
     ]
+    result = run_pytest("--collect-only", "-q", "-m", "cpu and sglang and baseline")  # the engine axis
+    ids = [line for line in result.stdout.splitlines() if "test_cell[" in line]
+    assert len(ids) == 4 and all("smollm2-135m/cpu+sglang/" in i for i in ids), ids
     result = run_pytest("--collect-only", "-q", "-m", "kimi-k3.1-pro and wideep and h200")
     assert result.returncode == 0 and "h200/pd_balanced/baseline+wideep" in result.stdout
 
