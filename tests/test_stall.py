@@ -147,7 +147,9 @@ def test_unstreamed_actions_carry_no_bound():
 
 def test_the_card_states_the_bound_and_the_verdict(matrix_dir):
     card = load_matrix(REPO / "matrix").cards["smollm2-135m"]
-    assert card.protocol.stall.after_s < 60 and card.protocol.stall.verdict == "failed"
+    # well inside the client's 600 s per request; above the longest silent prefill of the cpu
+    # cells (the context sweep's 4032 tokens: 22-30 s on a loaded 2-core host)
+    assert 30 < card.protocol.stall.after_s <= 120 and card.protocol.stall.verdict == "failed"
     path = matrix_dir / "models" / "smollm2-135m.yaml"
     edit(path, lambda d: d["protocol"].__setitem__("stall", {"after_s": 12, "verdict": "broken"}))
     assert load_matrix(matrix_dir).cards["smollm2-135m"].protocol.stall == StallPolicy(12, "broken")

@@ -164,6 +164,7 @@ def test_the_hosts_network_dropping_every_packet_mid_cell_is_broken_within_the_b
     from dayzero.errors import InfrastructureError
     from dayzero.lab.lease import release, try_acquire
     from dayzero.lab.transport import open_transport
+    from dayzero.lab.transport.ssh.pool import SILENT_HOLD_S
 
     bed, host = netns_bed
     cut: list[float] = []
@@ -199,7 +200,15 @@ def test_the_hosts_network_dropping_every_packet_mid_cell_is_broken_within_the_b
     while processes_matching(f"--host {lab.address} ") and time.monotonic() < deadline:
         time.sleep(1)
     assert not processes_matching(f"--host {lab.address} "), "llama-server outlived its watchdog"
-    transport = open_transport(inv.hosts[0], inv)
+    # the controller does not dial a host that fell silent for SILENT_HOLD_S: wait it out
+    deadline = cut[0] + SILENT_HOLD_S + 30
+    while True:
+        try:
+            transport = open_transport(inv.hosts[0], inv)
+            break
+        except InfrastructureError as held:
+            assert "not dialled" in str(held) and time.monotonic() < deadline, str(held)
+            time.sleep(2)
     deadline = time.monotonic() + 30  # the lease, untouched since the cut, is stale: taken over
     while not hasattr(lease := try_acquire(transport, "next", "next", "t", ttl=10), "slot"):
         assert time.monotonic() < deadline, f"the stale lease was never taken over: {lease}"
