@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,24 @@ def run_pytest(*args: str, cwd: Path = REPO, timeout: float = 900, env: dict | N
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+@dataclass(frozen=True)
+class MainJob:
+    """The README's main job, run once per test session: its output and its reports."""
+
+    result: subprocess.CompletedProcess
+    reports: Path
+
+
+@pytest.fixture(scope="session")
+def main_job(tmp_path_factory) -> MainJob:
+    """`pytest -m cpu` on the repository's matrix and the local inventory, as a user runs it.
+    The main-job test judges it; the submission round trip packs its reports (every one-host cpu
+    cell of both engines), so the cells run once per session, not once per consumer."""
+    reports = tmp_path_factory.mktemp("main-job") / "reports"
+    result = run_pytest("-m", "cpu", "-q", "-rA", f"--reports={reports}", timeout=2400)
+    return MainJob(result, reports)
 
 
 def processes_matching(needle: str) -> list[str]:

@@ -18,15 +18,14 @@ import pytest
 
 from dayzero.lab.transport.base import group_alive
 
-from .conftest import REPO, needs_engine, run_pytest
+from .conftest import REPO, needs_engine
 
 pytestmark = [pytest.mark.e2e, needs_engine]
 
 
-def test_every_cpu_cell_runs_green(tmp_path):
+def test_every_cpu_cell_runs_green(main_job):
     """The main job: both engines' one-host cells run (llama.cpp and SGLang 0.5.23 itself)."""
-    reports = tmp_path / "reports"
-    result = run_pytest("-m", "cpu", "-q", "-rA", f"--reports={reports}", timeout=2400)
+    result, reports = main_job.result, main_job.reports
     assert result.returncode == 0, result.stdout[-4000:]
     assert "6 passed, 6 skipped" in result.stdout
     # The two-host cells (rpc_split, tp2_nodes, routed) cannot run on the one-host local

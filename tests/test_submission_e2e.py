@@ -1,9 +1,10 @@
 """A vendor submission from a real cpu run: packed, checked clean, accepted into the table.
 
-The run is real (llama-server and SGLang 0.5.23, SmolLM2, five one-host cpu cells through
-`pytest -m cpu`), once per module, against a copy of the matrix whose floor bounds a loaded
-machine cannot miss (see `relaxed_matrix`); the checker then recomputes every claim of that run
-from its raw records. The corpus of hostile bundles is replayed on the real bundle as well.
+The run is real: the main job (`pytest -m cpu`: llama-server and SGLang 0.5.23 serving SmolLM2,
+the six one-host cpu cells with their full protocol and sweeps), shared with tests/test_e2e_cpu.py
+through the session's `main_job`; the checker recomputes every claim of that run from its raw
+records, against the repository's own matrix. The corpus of hostile bundles is replayed on the
+real bundle as well.
 """
 
 from __future__ import annotations
@@ -17,33 +18,28 @@ from dayzero.submission.accept import accept
 from dayzero.submission.recompute import recompute_all
 from dayzero.submission.schema import load_subject
 
-from .conftest import needs_engine, run_pytest
+from .conftest import REPO, needs_engine
 from .submission_corpus.hostile import CASES, Case
-from .submission_corpus.lab import VENDOR, Lab, lab_from_run, relaxed_matrix
+from .submission_corpus.lab import VENDOR, Lab, lab_from_run
 
 pytestmark = [pytest.mark.e2e, needs_engine]
-CPU_CELLS = [  # llama.cpp's one-host cells and SGLang's low_latency cell
+CPU_CELLS = [  # every one-host cpu cell of both engines: the main job's
     "smollm2-135m/cpu+llama.cpp/high_throughput/baseline",
     "smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec",
     "smollm2-135m/cpu+llama.cpp/low_latency/baseline",
     "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec",
+    "smollm2-135m/cpu+sglang/high_throughput/baseline",
     "smollm2-135m/cpu+sglang/low_latency/baseline",
 ]
 
 
 @pytest.fixture(scope="module")
-def real_lab(tmp_path_factory) -> Lab:
-    root = tmp_path_factory.mktemp("real-cpu-run")
-    matrix = relaxed_matrix(root / "matrix")
-    reports = root / "reports"
-    # every llama.cpp one-host cell and SGLang's low_latency cell (SGLang's cold start is ~45 s a
-    # launch; its batched cell's account is the same code path)
-    result = run_pytest(
-        "-m", "cpu and (llama.cpp or (sglang and low_latency))", "-q", "-rA", f"--reports={reports}",
-        f"--matrix={matrix}", timeout=3600,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-4000:]
-    return lab_from_run(root, reports, matrix)
+def real_lab(main_job, tmp_path_factory) -> Lab:
+    """The main job's reports (tests/conftest.py `main_job`), packed by a vendor and checked
+    against the repository's own matrix: the bundle holds every one-host cpu cell of both engines,
+    with their sweeps, as `pytest -m cpu` measured them."""
+    assert main_job.result.returncode == 0, main_job.result.stdout[-4000:]
+    return lab_from_run(tmp_path_factory.mktemp("vendor"), main_job.reports, REPO / "matrix")
 
 
 def normalise(markdown: str) -> str:
