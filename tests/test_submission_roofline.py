@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from dayzero.submission.physics import REQUIREMENT
 
 from .submission_corpus.hostile import recomputed
-from .submission_corpus.lab import VENDOR, Lab, make_lab
+from .submission_corpus.lab import REPO, VENDOR, Lab, make_lab
 from .submission_corpus.speed import forged_bundle
 from .submission_corpus.synthetic import ITL_S, SYNTHETIC_BANDWIDTH_GBS
 from .submission_corpus.tarkit import edit_json, resign, write_members
@@ -111,3 +111,36 @@ def test_the_forger_agrees_with_every_account_below_the_roofline(lab, tmp_path):
     assert report.accepted, report.lines()
     doc = json.loads(next(d for n, d in lab.members().items() if n.startswith("evidence/")))
     assert doc["hosts"][0]["facts"]["memory_bandwidth_gbs"] == SYNTHETIC_BANDWIDTH_GBS
+
+
+def test_a_kind_without_peak_figures_is_accepted_with_a_note_saying_it_was_not_checked(tmp_path, capsys):
+    """The same lab, its matrix without the cpu kind's peak block: nothing to hold the speed to,
+    which the report and `dayzero submission check` say instead of passing it silently."""
+    import shutil
+
+    import yaml
+
+    from dayzero.cli.submission import _report_out
+
+    matrix = tmp_path / "matrix"
+    shutil.copytree(REPO / "matrix", matrix)
+    catalogue = yaml.safe_load((matrix / "hardware.yaml").read_text())
+    del catalogue["hardware"]["cpu"]["peak"]
+    (matrix / "hardware.yaml").write_text(yaml.safe_dump(catalogue))
+    bare = make_lab(tmp_path / "lab", matrix_dir=matrix)
+    report = bare.check(forged_bundle(bare, tmp_path, s=0.05))  # 20x faster: unchecked
+    assert report.accepted, report.lines()
+    assert report.notes and all("not checked: no peak figures for cpu" in n for n in report.notes)
+    assert "## Not checked" in report.to_markdown()
+    _report_out(report, None)
+    assert "note: smollm2-135m/cpu+llama.cpp/" in capsys.readouterr().err
+
+
+def test_a_phase_of_one_token_answers_is_held_to_the_aggregate_ceiling(lab, tmp_path):
+    """Accuracy answers are one token each: no time per output token, but output tokens over the
+    phase's span still cannot beat the batch's ceiling (a hundredfold faster: ~2400 tok/s at c1)."""
+    report = lab.check(forged_bundle(lab, tmp_path, s=0.01))
+    lines = [
+        f.line() for f in report.findings if "/accuracy-" in f.file and "low_latency__baseline" in f.file
+    ]
+    assert lines and "tok/s at batch 1" in lines[0], report.lines()

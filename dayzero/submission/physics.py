@@ -83,7 +83,11 @@ def _drafts(cell: Cell, weights: ActiveWeights) -> bool:
     return cell.strategy in weights.speculative or bool(set(cell.options) & set(weights.speculative))
 
 
-def _implausible(rel: str, kind: str, what: str, measured: float, ceiling: float, margin: float, why: str):
+def _implausible(
+    rel: str, kind: str, what: str, how: str, measured: float, ceiling: float, margin: float, why: str
+):
+    """A finding when `measured` tok/s `what` ("per stream", "at batch 4") beats the ceiling by
+    more than the margin; `how` says how it was measured, `why` what the ceiling rests on."""
     if measured <= ceiling * margin:
         return []
     return [
@@ -91,7 +95,7 @@ def _implausible(rel: str, kind: str, what: str, measured: float, ceiling: float
             rel,
             REQUIREMENT,
             f"implausible: above the roofline of {kind} by {above(measured, ceiling):.0%}: "
-            f"{measured:.1f} tok/s {what}",
+            f"{measured:.1f} tok/s {what} ({how})",
             f"at most {margin:g}x {ceiling:.1f} tok/s {what} ({why})",
         )
     ]
@@ -127,7 +131,8 @@ def phase_findings(s: Subject, rel: str, kind: str, margin: float, base: Ceiling
         out += _implausible(
             rel,
             kind,
-            f"per stream (median {measured.tpot_ms:.3f} ms a token)",
+            "per stream",
+            f"median {measured.tpot_ms:.3f} ms a token",
             measured.per_stream,
             ceiling.per_stream,
             margin,
@@ -138,6 +143,7 @@ def phase_findings(s: Subject, rel: str, kind: str, margin: float, base: Ceiling
             rel,
             kind,
             f"at batch {measured.batch}",
+            "output tokens over the phase's span",
             measured.aggregate,
             ceiling.aggregate(measured.batch),
             margin,
