@@ -174,3 +174,18 @@ def test_the_bandwidth_probe_runs_on_a_host_and_reads_a_positive_figure(tmp_path
     assert result.ok, result.stderr
     value = parse_bandwidth(result.stdout)
     assert value is not None and value > 0 and math.isfinite(value)
+
+
+def test_preflight_measures_a_cpu_hosts_bandwidth_once_and_only_where_no_figure_is_published(tmp_path):
+    from dayzero.lab.preflight import gather
+
+    host = Host(name="here", hardware="cpu", transport="local", workdir=str(tmp_path))
+    cpu = MATRIX.hardware["cpu"]
+    assert gather(LocalTransport(host), cpu, {}).memory_bandwidth_gbs > 0
+    assert (
+        gather(LocalTransport(host), cpu, {}, bandwidth=12.5).memory_bandwidth_gbs == 12.5
+    )  # measured before
+    published = Hardware(
+        "cpu", "any", None, 1, "nproc", peak=Peak(1.5, "a datasheet", memory_bandwidth_gbs=100)
+    )
+    assert cpu.measured and not published.measured  # gather measures only a `measured` kind
