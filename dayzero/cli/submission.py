@@ -45,6 +45,8 @@ def _report_out(report, markdown: str | None) -> None:
         print(line)
     if markdown:
         Path(markdown).write_text(report.to_markdown())
+    for note in report.notes:
+        print(f"note: {escape(note)}", file=sys.stderr)
     print(report.summary(), file=sys.stderr)
 
 

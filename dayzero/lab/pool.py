@@ -136,8 +136,16 @@ class HostPool:
         `image`: the cell's, which a container host checks its roles and engine in;
         `model_files`: the card's, checked present."""
         engines = {engine: version_command} if version_command else {}
+        measured = [f.memory_bandwidth_gbs for k, f in self.facts.items() if k.split(":")[0] == host.name]
         facts = gather(
-            self.transport(host), hardware, engines, self.inventory.secrets, roles, image or None, model_files
+            self.transport(host),
+            hardware,
+            engines,
+            self.inventory.secrets,
+            roles,
+            image or None,
+            model_files,
+            bandwidth=next((b for b in measured if b is not None), None),  # measured once per host
         )
         self.facts[f"{host.name}:{engine}"] = facts
         return facts

@@ -12,6 +12,7 @@ quarantined for the rest of the run and the cell is reported as infrastructure, 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,23 @@ DRIVER_QUERIES = {
     "rocm-smi": "rocm-smi --showdriverversion 2>&1 | grep -i version | head -1",
     "neuron-ls": "cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | head -1",
 }
+# The memory bandwidth of a host whose accelerator is its own CPU (the roofline's figure for a
+# kind that publishes none): the best of five copies of 128 MiB, more than any model weights a
+# cache could hold, counted as STREAM counts a copy (bytes read + bytes written), GB/s. Stdlib
+# Python (every host runs the stdlib client), about a quarter of a second.
+BANDWIDTH_PROBE = """python3 - <<'EOF'
+import time
+n = 128 << 20
+a = bytearray(b"\\1") * n
+b = bytearray(n)
+b[:] = a
+best = float("inf")
+for _ in range(5):
+    t = time.perf_counter()
+    b[:] = a
+    best = min(best, time.perf_counter() - t)
+print(round(2 * n / best / 1e9, 2))
+EOF"""
 NO_DRIVER = "none (cpu)"  # a cpu host (device tool `nproc`) has no accelerator driver
 UNKNOWN = "unknown"
 
@@ -66,6 +84,7 @@ class HostFacts:
     driver_version: str | None = None
     foreign_load: dict | None = None  # a `hostload.HostLoad` sample taken at preflight, if it could be
     image: dict | None = None  # container hosts: the image the engine was checked in (ImageFacts)
+    memory_bandwidth_gbs: float | None = None  # measured where the kind publishes none (cpu)
 
     @property
     def healthy(self) -> bool:
@@ -113,6 +132,21 @@ def _run(transport: Transport, command: str, timeout: float = 60) -> tuple[bool,
     return result.ok, (result.stdout if result.ok else (result.stderr or result.stdout)).strip()
 
 
+def parse_bandwidth(output: str) -> float | None:
+    """The probe's GB/s; None for anything but one positive finite number."""
+    try:
+        value = float(output.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def memory_bandwidth(transport: Transport) -> float | None:
+    """The host's measured memory bandwidth; one that could not be read is None, never a problem."""
+    ok, out = _run(transport, BANDWIDTH_PROBE, 60)
+    return parse_bandwidth(out) if ok else None
+
+
 def driver_version(transport: Transport, tool: str) -> str:
     """The accelerator driver's version as the device tool reports it; a fact we could not read
     is `unknown`, never a problem (the host may still serve)."""
@@ -150,8 +184,11 @@ def gather(
     roles: Sequence[RoleCheck] = (),
     image: str | None = None,
     model_files: Sequence[ModelFile] = (),
+    bandwidth: float | None = None,
 ) -> HostFacts:
     """Collect facts and judge them against the inventory's claims; never raises for a bad host.
+    On a kind whose bandwidth is measured (`Hardware.measured`), the host's is measured here
+    unless `bandwidth` (measured before on this host) is given.
     Every role's program must run after the host's engine_setup (`dayzero.lab.presence`) before
     the engine's version command is trusted: a version command that ends in a pipe exits 0 with
     `not found` as its output. On a container host both run inside the cell's `image`."""
@@ -220,6 +257,8 @@ def gather(
     ncpu = int(cpus) if cpus.isdigit() else None
     driver = driver_version(transport, tool)
     load = hostload.sample(transport, interval=1.0)
+    if hardware.measured and bandwidth is None:
+        bandwidth = memory_bandwidth(transport)
     return HostFacts(
         host.name,
         True,
@@ -233,6 +272,7 @@ def gather(
         driver,
         load.to_json() if load else None,
         seen_image,
+        bandwidth if hardware.measured else None,
     )
 
 

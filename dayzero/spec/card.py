@@ -318,6 +318,31 @@ class Rule(Generic[T]):
 # --- the card ----------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ActiveWeights:
+    """What one decode step of this engine reads and computes: the model's side of the roofline."""
+
+    parameters: float  # active per token (all of them for a dense model)
+    bytes_per_parameter: float  # as this engine stores them (GGUF Q4_1, bf16, MXFP4)
+    compute_dtypes: tuple[str, ...] = ()  # the matmuls may run at these; the fastest the kind has counts
+    speculative: tuple[str, ...] = ()  # strategies and options whose steps may emit several tokens
+
+    @property
+    def bytes(self) -> float:
+        return self.parameters * self.bytes_per_parameter
+
+
+def _active_weights(data: Mapping | None) -> ActiveWeights | None:
+    if not data:
+        return None
+    return ActiveWeights(
+        float(data["active_parameters"]),
+        float(data["bytes_per_parameter"]),
+        tuple(data.get("compute_dtypes") or ()),
+        tuple(data.get("speculative") or ()),
+    )
+
+
 def _aside(**kw):
     """A field equality and repr leave out: a card is known by its model and file."""
     return field(compare=False, repr=False, **kw)
@@ -348,6 +373,7 @@ class ModelCard:
     claims: tuple[Claim, ...] = _aside(default=())  # published numbers the card answers to
     model_files: tuple[ModelFile, ...] = _aside(default=())  # checked present on every host by preflight
     ready_deadline: float | None = _aside(default=None)  # launch to ready, sized for the weights
+    roofline: ActiveWeights | None = _aside(default=None)  # the submission checker's physics bound
     raw: Mapping[str, Any] = _aside(default_factory=dict)  # the file as written: recipe templates, digests
 
     def mode(self, name: str) -> Mode:
@@ -669,5 +695,6 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
             for f in data.get("model_files") or ()
         ),
         ready_deadline=data.get("ready_deadline"),
+        roofline=_active_weights(data.get("roofline")),
         raw=data,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +23,19 @@ MODELS_DIR = "models"
 
 
 @dataclass(frozen=True)
+class Peak:
+    """What one accelerator of a kind can do at most, as published: the roofline's figures
+    (`dayzero.checks.roofline`), and the margin a claim may exceed them by before it is called
+    implausible. A kind without a bandwidth figure whose accelerator is the host's own CPU
+    (device tool `nproc`) has its bandwidth measured on every host by preflight."""
+
+    margin: float
+    source: str
+    memory_bandwidth_gbs: float | None = None
+    compute_tflops: Mapping[str, float] = field(default_factory=dict)  # by dtype: fp4, fp8, bf16
+
+
+@dataclass(frozen=True)
 class Hardware:
     name: str
     vendor: str
@@ -32,6 +45,12 @@ class Hardware:
     display_name: str = ""
     notes: str = ""
     price: dict | None = None  # per_accelerator_hour, currency, source: the benchmark card's cost
+    peak: Peak | None = None  # None: no public figure; the roofline is then not checked
+
+    @property
+    def measured(self) -> bool:
+        """Its bandwidth is the host's own, measured by preflight (no published figure)."""
+        return self.device_query == "nproc" and not (self.peak and self.peak.memory_bandwidth_gbs)
 
 
 @dataclass(frozen=True)
@@ -134,7 +153,11 @@ class Matrix:
 
 def load_hardware(path: Path) -> dict[str, Hardware]:
     data = yamlfile.load(path, "hardware")
-    return {name: Hardware(name=name, **fields) for name, fields in data["hardware"].items()}
+    out = {}
+    for name, fields in data["hardware"].items():
+        peak = fields.pop("peak", None)
+        out[name] = Hardware(name=name, **fields, peak=Peak(**peak) if peak else None)
+    return out
 
 
 def _check_refs(path: Path, where: list, names, known, what: str) -> None:
@@ -243,6 +266,7 @@ ENGINE_KEYS = (
     "goldens",
     "mamba_ratio",
     "tool_calls",
+    "roofline",
 )
 
 

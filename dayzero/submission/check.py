@@ -26,6 +26,7 @@ from dayzero.submission import (
     engine_account,
     engine_metrics,
     manifest,
+    physics,
     provenance,
     recompute,
     schema,
@@ -47,6 +48,7 @@ FAMILIES = (
     timeline.CHECKS,
     engine_account.CHECKS,
     engine_metrics.CHECKS,
+    physics.CHECKS,
 )
 ACCEPTED, REJECTED, UNUSABLE = "accepted", "rejected", "unusable"
 EXIT = {ACCEPTED: 0, REJECTED: 1, UNUSABLE: 2}
@@ -64,6 +66,7 @@ class Report:
     harness: str = ""
     unusable: str = ""
     cell_findings: tuple[tuple[str, int], ...] = ()
+    notes: tuple[str, ...] = ()  # what could not be checked (no finding), e.g. a kind without peak figures
 
     @property
     def verdict(self) -> str:
@@ -115,6 +118,8 @@ class Report:
             per_cell = dict(self.cell_findings)
             out += ["", "## Cells", "", "| cell | findings |", "|---|---|"]
             out += [f"| `{code(c)}` | {per_cell.get(c, 0)} |" for c in self.cells]
+        if self.notes:
+            out += ["", "## Not checked", ""] + [f"- {md(n)}" for n in self.notes]
         if self.findings:
             out += ["", "## Findings", "", "| file | requirement | found | expected |", "|---|---|---|---|"]
             out += [
@@ -184,6 +189,7 @@ def run_checks(
         signer=signature.signer(subject, ref) if signed else "",
         harness=describe_harness(subject),
         cell_findings=tuple((c, sum(1 for f in findings if owner.get(f.file) == c)) for c in cells),
+        notes=tuple(physics.not_checked(subject, ref)),
     )
     return report, subject
 
