@@ -94,3 +94,17 @@ def test_the_sampler_counts_a_burner_as_foreign_unless_it_is_the_cells_own():
     finally:
         os.killpg(burner.pid, signal.SIGKILL)
         burner.wait()
+
+
+def test_every_host_of_a_cell_counts_the_cells_ranks_on_other_hosts_as_its_own():
+    """Two testbed hosts share one kernel: rank 1's busy scheduler on lab2 is the cell's work when
+    lab1 samples its load (seen as 'foreign processes ... sglang::scheduler' on the 2-node TP cell)."""
+    from types import SimpleNamespace
+
+    from dayzero.run.cell import cell_groups
+
+    dep = SimpleNamespace(
+        transports={"lab1": object(), "lab2": object()},
+        process_groups=lambda: {"lab1": [101, 102], "lab2": [201]},
+    )
+    assert cell_groups(dep) == {"lab1": [101, 102, 201], "lab2": [101, 102, 201]}

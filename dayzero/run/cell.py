@@ -366,9 +366,18 @@ def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
         keep_metrics=keep_metrics,
         engine=kind,
         recipe_digest=dep.recipe.digest,
-        watch=lambda: hostload.watching_hosts(dep.transports, dep.process_groups()),
+        watch=lambda: hostload.watching_hosts(dep.transports, cell_groups(dep)),
         max_foreign_load={h.name: h.max_foreign_load for h in (t.host for t in dep.transports.values())},
     )
+
+
+def cell_groups(dep: Deployment) -> dict[str, list[int]]:
+    """Each host's view of the cell's own processes: every process group the cell started, on any
+    host. Hosts that share one kernel (a testbed, containers of one machine) see each other's
+    ranks, which are the cell's work, not a foreign load; on separate machines another host's
+    group ids name nothing here (a collision would hide one foreign group, never flag ours)."""
+    every = sorted({g for groups in dep.process_groups().values() for g in groups})
+    return {host: every for host in dep.transports}
 
 
 def teardown(ctx: RunContext, cell: Cell, dep: Deployment) -> list[Path]:
