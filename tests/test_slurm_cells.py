@@ -43,6 +43,15 @@ def bed(tmp_path_factory):
         yield bed
 
 
+@pytest.fixture(scope="module")
+def quick_matrix(tmp_path_factory) -> Path:
+    """The repository's matrix with a short protocol (the Slurm path is under test here, not this
+    machine's speed: the main job measures the full protocol)."""
+    from .submission_corpus.lab import relaxed_matrix
+
+    return relaxed_matrix(tmp_path_factory.mktemp("quick") / "matrix")
+
+
 def _squeue(bed) -> list[str]:
     out = subprocess.run(["squeue", "-h", "-o", "%i %j"], env=bed.env, capture_output=True, text=True)
     return out.stdout.splitlines()
@@ -107,14 +116,14 @@ SLURM_CELLS = "cpu and (llama.cpp or (sglang and low_latency))"
 
 @pytest.mark.e2e
 @needs_engine
-def test_every_cpu_cell_runs_through_slurm_with_two_workers(bed, tmp_path):
+def test_every_cpu_cell_runs_through_slurm_with_two_workers(bed, quick_matrix, tmp_path):
     reports = tmp_path / "reports"
     result = run_pytest(
         "-m", SLURM_CELLS, "-n", "2", "-q", f"--hosts={bed.inventory}", f"--reports={reports}",
-        timeout=1500,
+        f"--matrix={quick_matrix}", timeout=1500,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:]
-    matrix = load_matrix(REPO / "matrix")
+    matrix = load_matrix(quick_matrix)
     cpu = {
         c.id: hosts_needed(matrix.card(c), c)
         for c in matrix.cells
