@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
-from dayzero.checks.energy import from_power
+from dayzero.checks.energy import from_hosts, from_power
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import DEFINITIONS, completed, output_tokens
 from dayzero.checks.performance import INVALID
@@ -100,23 +100,33 @@ def point(
     return row
 
 
+def _run_energy(answer: Mapping, accelerators: int) -> dict:
+    """One repetition's energy: every host of the cell where the run named them (`power_host`,
+    the client's, and `power_hosts`, the others'), else the client's host alone (older records)."""
+    tokens = sum(output_tokens(r) for r in completed(answer["records"]))
+    power = answer.get("power")
+    if "power_host" not in answer:
+        return from_power(power, tokens, accelerators)
+    seconds = float(power["t1"]) - float(power["t0"]) if power else 0.0
+    hosts = {answer["power_host"]: power, **(answer.get("power_hosts") or {})}
+    return from_hosts(hosts, tokens, seconds, accelerators)
+
+
 def energy(answers: Sequence[Mapping], accelerators: int) -> dict:
     """Joules per output token over the point's repetitions, from each run's power samples."""
-    runs = [
-        from_power(a.get("power"), sum(output_tokens(r) for r in completed(a["records"])), accelerators)
-        for a in answers
-    ]
+    runs = [_run_energy(a, accelerators) for a in answers]
     measured = [r for r in runs if "joules" in r]
     if not measured:
         return runs[0] if runs else {"not_measured": "no run"}
     tokens = sum(output_tokens(r) for a in answers for r in completed(a["records"]))
     total = sum(r["joules"] for r in measured)
-    return {
+    out = {
         "source": measured[0]["source"],
         "joules": round(total, 3),
         "joules_per_token": round(total / tokens, 6) if tokens and len(measured) == len(runs) else None,
         "watts_per_accelerator": measured[0]["watts_per_accelerator"],
     }
+    return out | ({"hosts": measured[0]["hosts"]} if "hosts" in measured[0] else {})
 
 
 def max_load(points: Sequence[Mapping], target: float) -> dict:
