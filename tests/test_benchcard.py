@@ -158,3 +158,29 @@ def test_the_acceptance_table_links_every_card(synthetic):
     md = write_acceptance(matrix, reports).read_text()
     assert "[smollm2-135m on cpu](cards/smollm2-135m/cpu.html)" in md
     assert 'href="cards/kimi-k3.1-pro/b300.html"' in (reports / "acceptance.html").read_text()
+
+
+def test_a_sweeps_floor_is_in_its_summary_and_the_cards_lines():
+    sweep = {"sweep": "ctx", "kind": "context", "workload": "w", "points": [], "fit": {"decode_ratio": 3.5}}
+    floor = {"metric": "decode_ratio", "direction": "max", "sweep": "sweep:ctx@w"}
+    doc = {
+        "cell": "m/cpu/low/base",
+        "mode": "low",
+        "strategy": "base",
+        "checks": [
+            {"name": "sweep:ctx@w", "verdict": "passed", "message": "4 point(s)", "details": sweep},
+            {"name": "floor:decode_ratio@sweep:ctx", "verdict": "failed", "message": "decode_ratio 3.5 > 3",
+             "measured": 3.5, "bound": 3.0, "details": floor},
+        ],
+    }  # fmt: skip
+    _, (summary,) = benchcard.points_of(doc, "e.json", None)
+    assert summary["floor"] == {
+        "check": "floor:decode_ratio@sweep:ctx",
+        "verdict": "failed",
+        "message": "decode_ratio 3.5 > 3",
+        "measured": 3.5,
+        "bound": 3.0,
+    }
+    card = benchcard.BenchCard("m", "cpu", "M", (), (summary,))
+    said = "floor decode_ratio <= 3: failed (decode_ratio 3.5 > 3)"
+    assert said in benchcard.to_html(card, "", "").replace("&lt;", "<").replace("&gt;", ">")

@@ -97,3 +97,11 @@ def test_a_phases_energy_from_the_samplers_raw_output():
     absent = {"t0": 0, "t1": 1, "absent": ["nvidia-smi not found"], "errors": []}
     assert from_power(absent, 10, 1) == {"not_measured": "nvidia-smi not found"}
     assert from_power(None, 10, 1) == {"not_measured": "no power sampler ran beside the phase"}
+
+
+def test_nvidia_smi_csv_as_an_h200_printed_it():
+    """Recorded on an idle H200 (driver 580.159.04): one GPU, every 500 ms, about 79 W."""
+    samples = nvidia_smi_csv((DATA / "nvidia-smi-power-h200.csv").read_text())
+    assert len(samples) == 6 and samples[0].watts == {"gpu0": 79.77} and samples[-1].watts == {"gpu0": 79.15}
+    assert samples[-1].t - samples[0].t == pytest.approx(2.504, abs=1e-3)
+    assert integrate(samples)["gpu0"] == pytest.approx(198.41, abs=0.01)  # ~79.2 W x 2.5 s

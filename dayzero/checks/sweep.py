@@ -3,7 +3,8 @@
 `point` turns one measured load (a `Measurement`, its repetitions' raw records) into the row the
 benchmark card prints; `next_load` is the bounded search for the max load at SLO between the
 points already measured; `context_fit` says how TTFT and decode time grow with the input length;
-`sweep_check` is the sweep's one check, whose details hold every point.
+`sweep_check` is the sweep's one check, whose details hold every point; `sweep_floor_check`
+holds what it found (the max load at SLO, the decode-time ratio) to the card's floor, if any.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from dayzero.checks import FAILED, PASSED, CheckResult
-from dayzero.checks.energy import from_power
+from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
+from dayzero.checks.energy import from_hosts, from_power
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import DEFINITIONS, completed, output_tokens
 from dayzero.checks.performance import INVALID
@@ -99,23 +100,33 @@ def point(
     return row
 
 
+def _run_energy(answer: Mapping, accelerators: int) -> dict:
+    """One repetition's energy: every host of the cell where the run named them (`power_host`,
+    the client's, and `power_hosts`, the others'), else the client's host alone (older records)."""
+    tokens = sum(output_tokens(r) for r in completed(answer["records"]))
+    power = answer.get("power")
+    if "power_host" not in answer:
+        return from_power(power, tokens, accelerators)
+    seconds = float(power["t1"]) - float(power["t0"]) if power else 0.0
+    hosts = {answer["power_host"]: power, **(answer.get("power_hosts") or {})}
+    return from_hosts(hosts, tokens, seconds, accelerators)
+
+
 def energy(answers: Sequence[Mapping], accelerators: int) -> dict:
     """Joules per output token over the point's repetitions, from each run's power samples."""
-    runs = [
-        from_power(a.get("power"), sum(output_tokens(r) for r in completed(a["records"])), accelerators)
-        for a in answers
-    ]
+    runs = [_run_energy(a, accelerators) for a in answers]
     measured = [r for r in runs if "joules" in r]
     if not measured:
         return runs[0] if runs else {"not_measured": "no run"}
     tokens = sum(output_tokens(r) for a in answers for r in completed(a["records"]))
     total = sum(r["joules"] for r in measured)
-    return {
+    out = {
         "source": measured[0]["source"],
         "joules": round(total, 3),
         "joules_per_token": round(total / tokens, 6) if tokens and len(measured) == len(runs) else None,
         "watts_per_accelerator": measured[0]["watts_per_accelerator"],
     }
+    return out | ({"hosts": measured[0]["hosts"]} if "hosts" in measured[0] else {})
 
 
 def max_load(points: Sequence[Mapping], target: float) -> dict:
@@ -270,3 +281,48 @@ def sweep_check(sweep: Sweep, points: Sequence[Mapping], skipped: Sequence[float
     elif invalid:
         message += "; invalid: " + "; ".join(invalid)
     return CheckResult(name, "performance", verdict, message, measured=len(points), details=details)
+
+
+def sweep_floor_check(sweep: Sweep, result: CheckResult) -> CheckResult | None:
+    """The sweep's floor against what its check found; None without a floor. A sweep that is
+    invalid or gamed is not compared; a bound the points cannot settle (the budget ran out before
+    a load at the floor, or before the longest input) is not measured, never failed."""
+    floor = sweep.floor
+    if floor is None:
+        return None
+    d = result.details
+
+    def out(verdict: str, message: str, measured=None, **details) -> CheckResult:
+        return CheckResult(
+            sweep.floor_name,
+            "performance",
+            verdict,
+            f"{sweep.kind} sweep {sweep.name} of {sweep.workload}: {message}",
+            measured=measured,
+            bound=floor.bound,
+            details={"sweep": result.name, "metric": floor.metric, "direction": floor.direction, **details},
+        )
+
+    if result.verdict != PASSED:
+        return out(result.verdict, f"{floor.describe()} not compared: the sweep is {result.verdict}")
+    skipped = [f"{sweep.label(x)}" for x in d.get("skipped", [])]
+    if floor.metric == "decode_ratio":
+        ratio = (d.get("fit") or {}).get("decode_ratio")
+        if skipped:
+            return out(NOT_MEASURED, f"{floor.describe()}: the longest input ({skipped[-1]}) was not reached")
+        if ratio is None:
+            return out(NOT_MEASURED, f"{floor.describe()}: decode time not measured at two input lengths")
+        ok = ratio <= floor.bound
+        said = f"decode_ratio {ratio:g} {'<=' if ok else '>'} {floor.bound:g}"
+        return out(PASSED if ok else FAILED, said, ratio, fit=d.get("fit"))
+    found = d.get("max_load_at_slo") or {}
+    load, points = found.get("load"), d.get("points") or []
+    if load is not None and load >= floor.bound:
+        note = "" if found.get("bounded") else " (every load measured met it)"
+        return out(PASSED, f"max load at SLO {load:g} >= {floor.bound:g}{note}", load, max_load_at_slo=found)
+    if not found.get("bounded") and (skipped or not points):
+        why = f"{floor.describe()}: not reached within the {sweep.budget_s:g} s budget"
+        return out(NOT_MEASURED, why + f" (not measured: {', '.join(skipped) or 'every load'})", load)
+    missed = next((p["label"] for p in points if p.get("attainment", 1) < found.get("target", 0)), "")
+    at = "no load met the SLO" if load is None else f"max load at SLO {load:g} < {floor.bound:g}"
+    return out(FAILED, f"{at} ({missed} missed the target)", load, max_load_at_slo=found)

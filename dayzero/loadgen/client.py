@@ -658,11 +658,11 @@ def _read(path):
         return None
 
 
-def rapl_zones():
+def rapl_zones(root=RAPL):
     """Every readable RAPL zone: name, energy_uj, max_energy_range_uj (energy_uj is root-only on
     most kernels since 2020)."""
     zones = {}
-    for zone in sorted(glob.glob(RAPL + "/intel-rapl:*")):
+    for zone in sorted(glob.glob(root + "/intel-rapl:*")):
         energy = _read(zone + "/energy_uj")
         if energy is not None:
             zones[os.path.basename(zone)] = {
@@ -671,6 +671,15 @@ def rapl_zones():
                 "max_energy_range_uj": _read(zone + "/max_energy_range_uj") or "0",
             }
     return zones
+
+
+def rapl_absent(root=RAPL):
+    """Why RAPL gave nothing: no powercap at all, no zone in it, or zones this user cannot read."""
+    if not os.path.isdir(root):
+        return "no RAPL on this host: " + root + " does not exist"
+    if not glob.glob(root + "/intel-rapl:*"):
+        return "no RAPL on this host: no intel-rapl zone under " + root
+    return "RAPL zones under " + root + " but no energy_uj readable by this user (root-only on most kernels)"
 
 
 class PowerSampler(threading.Thread):
@@ -683,7 +692,8 @@ class PowerSampler(threading.Thread):
         self.stop = threading.Event()
         self.nvidia = shutil.which("nvidia-smi")
         self.amd = shutil.which("amd-smi")
-        self.rapl_before = rapl_zones()
+        self.rapl_root = options.get("rapl", RAPL)
+        self.rapl_before = rapl_zones(self.rapl_root)
         self.t0 = now()
         self.nvidia_lines = []
         self.amd_reads = []
@@ -716,7 +726,7 @@ class PowerSampler(threading.Thread):
         if self.is_alive():
             self.join(30)
         out = {"t0": self.t0, "t1": now(), "interval": self.interval, "errors": self.errors[:5]}
-        after = rapl_zones()
+        after = rapl_zones(self.rapl_root)
         if self.rapl_before and after:
             out["rapl"] = {"before": self.rapl_before, "after": after}
         if self.nvidia_lines:
@@ -725,7 +735,7 @@ class PowerSampler(threading.Thread):
             out["amd_smi"] = self.amd_reads
         absent = []
         if not self.rapl_before:
-            absent.append("no readable RAPL zone under " + RAPL)
+            absent.append(rapl_absent(self.rapl_root))
         if not self.nvidia:
             absent.append("nvidia-smi not found")
         if not self.amd:
@@ -772,6 +782,11 @@ def main(argv):
             out = {"status": None, "error": str(exc)}
     elif action in ("requests", "load"):
         out = run_load(spec)
+    elif action == "power":  # one window of readings on a host of the cell the client is not on
+        sampler = PowerSampler(spec)
+        sampler.start()
+        time.sleep(float(spec.get("window", 2.0)))
+        out = sampler.finish()
     else:
         raise SystemExit(f"unknown action {action!r}")
     json.dump(out, sys.stdout)

@@ -6,6 +6,7 @@ so it is looked up explicitly (`--allure DIR`, `$DAYZERO_ALLURE`), else in the c
 is in (`tools/allure` under the working directory or next to the matrix). We write its config per build (a
 JSON `allurerc`): the awesome plugin in single-file mode, our categories, and a history file
 that every build appends to, so the report's history and trends follow each cell across runs.
+The benchmark cards under `cards/` go in as report-level attachments (`allure_cards`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dayzero.errors import DayzeroError
+from dayzero.report import allure_cards
 from dayzero.report.allure_budget import BUDGET_BYTES, within_budget
 from dayzero.report.allure_env import CATEGORIES
 
@@ -100,6 +102,7 @@ def build(
     if output.exists():
         shutil.rmtree(output)  # a single-file build next to a stale multi-file one would confuse readers
     history.parent.mkdir(parents=True, exist_ok=True)
+    allure_cards.write_globals(results, reports_dir / allure_cards.CARDS_DIR)  # `dayzero card`'s
     with tempfile.TemporaryDirectory(prefix="dayzero-allure-") as tmp:
         rc = Path(tmp) / "allurerc.json"
         rc.write_text(json.dumps(config(output, history, name), indent=2))

@@ -25,8 +25,8 @@ import allure
 
 from dayzero.lab.preflight import UNKNOWN
 from dayzero.redact import redact
+from dayzero.report import allure_cards, plots
 from dayzero.report import claims as claims_table
-from dayzero.report import plots
 from dayzero.run import records
 from dayzero.spec.card import ModelCard, published_word
 from dayzero.spec.matrix import Cell
@@ -208,6 +208,8 @@ def _attach_story(ctx, doc: dict, evidence_path: Path | None) -> None:
     if evidence_path is not None:
         rel = os.path.relpath(evidence_path, reports_dir / REPORT_DIR)
         allure.dynamic.link(rel, name=f"evidence {evidence_path.name}")
+    if card := allure_cards.card_href(doc):  # written by `dayzero report`, next to the report
+        allure.dynamic.link(card, name=f"benchmark card {doc['model']} on {doc['hardware']}")
     facts = redact(json.dumps(environment_facts(ctx, doc), indent=2, default=str), secrets)
     allure.attach(facts, "environment facts", allure.attachment_type.JSON)
     for rel in doc.get("logs", []):

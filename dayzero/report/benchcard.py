@@ -144,10 +144,14 @@ def _engine_prefix(doc: dict) -> str:
 def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[Point], list[dict]]:
     """The sweep points and per-sweep summaries of one evidence document."""
     points, summaries = [], []
+    floors = {  # the sweep check's name -> its floor's check (`checks.sweep.sweep_floor_check`)
+        (c.get("details") or {}).get("sweep"): c for c in doc["checks"] if "@" + SWEEP_PREFIX in c["name"]
+    }
     for check in doc["checks"]:
         if not check["name"].startswith(SWEEP_PREFIX):
             continue
         d = check.get("details") or {}
+        floor = floors.get(check["name"])
         summaries.append(
             {
                 "cell": doc["cell"],
@@ -160,6 +164,7 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
                 **({"slo": d["slo"]} if "slo" in d else {}),
                 **({"max_load_at_slo": d["max_load_at_slo"]} if "max_load_at_slo" in d else {}),
                 **({"fit": d["fit"]} if "fit" in d else {}),
+                **({"floor": _floor_summary(floor)} if floor else {}),
             }
         )
         for p in d.get("points") or ():
@@ -196,6 +201,10 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
                 )
             )
     return points, summaries
+
+
+def _floor_summary(check: dict) -> dict:
+    return {"check": check["name"], **{k: check.get(k) for k in ("verdict", "message", "measured", "bound")}}
 
 
 def build(matrix: Matrix, reports_dir: Path) -> list[BenchCard]:
@@ -390,6 +399,10 @@ def _summary_lines(card: BenchCard) -> list[str]:
                 if fit.get(m, {}).get("growth")
             )
             text += f"; growth with context: {grows}; decode time longest/shortest: {fit.get('decode_ratio')}"
+        if floor := s.get("floor"):
+            metric = floor["check"].removeprefix("floor:").split("@", 1)[0]
+            way = "<=" if metric == "decode_ratio" else ">="
+            text += f"; floor {metric} {way} {floor['bound']:g}: {floor['verdict']} ({floor['message']})"
         lines.append(text)
     return lines
 

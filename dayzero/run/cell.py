@@ -29,7 +29,7 @@ from dayzero.checks.speculative import source_for
 from dayzero.checks.tool_calls import answers
 from dayzero.clock import now_iso
 from dayzero.errors import DeploymentError, InfrastructureError
-from dayzero.lab import hostload
+from dayzero.lab import hostload, power
 from dayzero.lab.deploy import Deployment, run_client
 from dayzero.lab.lease import Lease
 from dayzero.lab.pool import Held, HostPool, NoHost, no_host_reason
@@ -367,6 +367,10 @@ def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
         engine=kind,
         recipe_digest=dep.recipe.digest,
         watch=lambda: hostload.watching_hosts(dep.transports, cell_groups(dep)),
+        host=dep.recipe.endpoint.host,
+        power_watch=lambda options: power.watching_hosts(
+            {name: t for name, t in dep.transports.items() if name != dep.recipe.endpoint.host}, options
+        ),
         max_foreign_load={h.name: h.max_foreign_load for h in (t.host for t in dep.transports.values())},
     )
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from dayzero.checks import FAILED, NOT_MEASURED, CheckResult
 from dayzero.checks.accuracy import check_accuracy
+from dayzero.checks.energy import merge_windows
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import run_summary, saturation
 from dayzero.checks.performance import INVALID, check_floor
@@ -59,6 +60,10 @@ class Endpoint:
     watch: Callable[[], Any] = field(default=lambda: contextlib.nullcontext({}))
     max_foreign_load: dict[str, float] = field(default_factory=dict)  # host -> share (0 or absent: off)
     contended: dict[str, str] = field(default_factory=dict)  # phase -> "host contended: ..."
+    # Power beside a phase that asks for it: the client samples its own host (`host`); every other
+    # host of the cell is read by `power_watch(options)` (host -> windows, `lab.power`).
+    host: str = ""
+    power_watch: Callable[[Mapping], Any] = field(default=lambda options: contextlib.nullcontext({}))
 
 
 def snapshot(ep: Endpoint) -> list[dict]:
@@ -156,7 +161,12 @@ def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[t
                 spec["warmup"] = m.warmup()
             if m.power:
                 spec["power"] = dict(m.power)
-            answer, _ = metered(ep, m.phase(rep), lambda spec=spec: ep.client(spec, LOAD_TIMEOUT))
+            others = ep.power_watch(m.power) if m.power else contextlib.nullcontext({})
+            with others as windows:
+                answer, _ = metered(ep, m.phase(rep), lambda spec=spec: ep.client(spec, LOAD_TIMEOUT))
+            if m.power:  # every host's readings in the phase's record (the checker reads them too)
+                answer["power_host"] = ep.host or "endpoint"
+                answer["power_hosts"] = {host: merge_windows(w) for host, w in windows.items()}
             ep.alive()
             found = saturation(answer, protocol.saturation)
             more = more_processes(protocol, processes, concurrency, answer)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dayzero.checks import CheckResult
-from dayzero.checks.sweep import next_load, point, sweep_check
+from dayzero.checks.sweep import next_load, point, sweep_check, sweep_floor_check
 from dayzero.run import records
 from dayzero.run.plan import MeasurementPlan
 from dayzero.spec.card import ModelCard
@@ -150,7 +150,7 @@ def walk(sp: SweepPlan, measure: Measure, accelerators: int):
 
 def run_sweeps(card: ModelCard, cell: Cell, ep, accelerators: int, suites: Path) -> Iterator[CheckResult]:
     """Each sweep of the cell, live: points measured until the sweep's budget is spent."""
-    from dayzero.run.phases import collect  # phases runs the sweeps: imported late, no cycle
+    from dayzero.run.phases import collect, judged_for_contention  # phases runs the sweeps: no cycle
 
     for sp in plans(card, cell, suites):
         sweep = sp.sweep
@@ -166,3 +166,8 @@ def run_sweeps(card: ModelCard, cell: Cell, ep, accelerators: int, suites: Path)
             result = sweep_check(sweep, points, skipped)
             ep.say(f"{result.name}: {result.message}")
             yield result
+            if (floor := sweep_floor_check(sweep, result)) is not None:
+                phases = [ph for p in points for ph in sp.point(p["load"]).phases()]
+                floor = judged_for_contention(floor, phases, ep)
+                ep.say(f"{floor.name}: {floor.message}")
+                yield floor

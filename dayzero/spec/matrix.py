@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dayzero.errors import ConfigError
 from dayzero.spec import card as model_card
+from dayzero.spec import sweeps as sweep_spec
 from dayzero.spec import yamlfile
 from dayzero.spec.card import ModelCard, as_names, matches
 
@@ -324,6 +325,7 @@ def load_matrix(root: Path) -> Matrix:
         for i, (name, variant) in enumerate(variants.items()):
             cells.extend(_expand_variant(path, name, variant, i == 0, hardware, axis))
             engine_cards[(data["model"], name)] = model_card.parse(path, variant)
+            sweep_spec.parse(engine_cards[(data["model"], name)])  # a bad sweep is a load error
         cards[data["model"]] = engine_cards[(data["model"], next(iter(variants)))]
     if not cards:
         raise ConfigError(root / MODELS_DIR, "", "no model cards (*.yaml) found")

@@ -15,6 +15,9 @@ from dayzero.errors import ConfigError
 from dayzero.spec.card import ModelCard, matches
 
 KINDS = ("concurrency", "rate", "context")
+# What a sweep's floor may bound, per sweep kind, and which way: the max load at SLO is a floor
+# (at least), the context sweep's decode-time ratio a ceiling (at most).
+FLOOR_METRICS = {"max_load_at_slo": ("min", ("concurrency", "rate")), "decode_ratio": ("max", ("context",))}
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,20 @@ class Slo:
 
 
 @dataclass(frozen=True)
+class SweepFloor:
+    """A bound on what a whole sweep found: `max_load_at_slo` >= bound (the highest load whose
+    attainment held the SLO's target), or `decode_ratio` <= bound (decode time per token at the
+    longest input over the shortest)."""
+
+    metric: str
+    bound: float
+    direction: str  # min | max
+
+    def describe(self) -> str:
+        return f"{self.metric} {'>=' if self.direction == 'min' else '<='} {self.bound:g}"
+
+
+@dataclass(frozen=True)
 class Sweep:
     """One sweep of one workload for the cells `when` selects."""
 
@@ -56,6 +73,12 @@ class Sweep:
     budget_s: float = 600.0  # no point starts once the sweep has run this long
     search: int = 0  # bisection steps between sweep points for the max load at SLO
     slo: Slo | None = None
+    floor: SweepFloor | None = None
+
+    @property
+    def floor_name(self) -> str:
+        """The floor's check name: `floor:max_load_at_slo@sweep:rate`."""
+        return f"floor:{self.floor.metric}@sweep:{self.name}" if self.floor else ""
 
     def label(self, load: float) -> str:
         """A point's name in record names and checks: c4, q2.5, isl1024."""
@@ -92,9 +115,34 @@ def parse(card: ModelCard) -> tuple[Sweep, ...]:
                 budget_s=float(s.get("budget_s", 600)),
                 search=s.get("search", 0),
                 slo=known.get(s["workload"]),
+                floor=_floor(card, i, s, known),
             )
         )
     return tuple(out)
+
+
+def _floor(card: ModelCard, i: int, s: dict, known: dict[str, Slo]) -> SweepFloor | None:
+    """`floor: {metric: max_load_at_slo, min: N}` or `{metric: decode_ratio, max: R}`, checked
+    against the sweep it sits in (the schema checked its keys and types)."""
+    spec = s.get("floor")
+    if spec is None:
+        return None
+    field = f"sweeps[{i}].floor"
+    metric = spec["metric"]
+    direction, kinds = FLOOR_METRICS[metric]
+    if s["kind"] not in kinds:
+        other = next(m for m, (_, ks) in FLOOR_METRICS.items() if s["kind"] in ks)
+        why = f"{metric} bounds a {' or '.join(kinds)} sweep; a {s['kind']} sweep's floor is {other}"
+        raise ConfigError(card.path, field, why)
+    if ("max" if direction == "min" else "min") in spec or direction not in spec:
+        way = "at least" if direction == "min" else "at most"
+        raise ConfigError(card.path, field, f"expected {metric} with `{direction}:` ({way}), got {spec}")
+    if metric == "max_load_at_slo" and s["workload"] not in known:
+        why = f"max_load_at_slo needs an SLO for workload {s['workload']!r} under slos: (none given)"
+        raise ConfigError(card.path, field, why)
+    if metric == "decode_ratio" and len(s["points"]) < 2:
+        raise ConfigError(card.path, field, "decode_ratio needs at least two input lengths in points")
+    return SweepFloor(metric, float(spec[direction]), direction)
 
 
 def sweeps_for(card: ModelCard, cell) -> list[Sweep]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 
 from dayzero.checks import CheckResult
 from dayzero.checks.accuracy import check_accuracy
@@ -22,7 +22,7 @@ from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.performance import check_floor
 from dayzero.checks.speculative import SpecCounters, check_acceptance, source_for
-from dayzero.checks.sweep import sweep_check
+from dayzero.checks.sweep import sweep_check, sweep_floor_check
 from dayzero.run import records
 from dayzero.run.plan import AccuracyPlan, SpeculativePlan
 from dayzero.run.sweeps import SweepPlan, walk
@@ -134,6 +134,10 @@ def sweep_result(view: CellView, sp: SweepPlan) -> CheckResult:
     return sweep_check(sp.sweep, points, skipped)
 
 
+def sweep_floor_result(sweep_of: Callable[[], CheckResult], sp: SweepPlan) -> CheckResult:
+    return sweep_floor_check(sp.sweep, sweep_of())
+
+
 def expected_checks(view: CellView) -> list[Expected]:
     """Every check the matrix requires of this cell (as `run.cell` and `run.phases` name them)."""
     probes = view.probes.probes
@@ -145,10 +149,11 @@ def expected_checks(view: CellView) -> list[Expected]:
         Expected(f"speculative:accept_length@{sp.workload.name}", partial(speculative_result, view, sp))
         for sp in view.speculative
     ]
-    out += [
-        Expected(f"sweep:{sp.sweep.name}@{sp.sweep.workload}", partial(sweep_result, view, sp))
-        for sp in view.sweeps
-    ]
+    for sp in view.sweeps:
+        walked = cache(partial(sweep_result, view, sp))  # the floor reads the sweep's own walk
+        out.append(Expected(f"sweep:{sp.sweep.name}@{sp.sweep.workload}", walked))
+        if sp.sweep.floor is not None:
+            out.append(Expected(sp.sweep.floor_name, partial(sweep_floor_result, walked, sp)))
     return out
 
 
