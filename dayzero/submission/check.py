@@ -30,6 +30,7 @@ from dayzero.submission import (
     recompute,
     schema,
     signature,
+    snapshots,
     timeline,
 )
 from dayzero.submission.bundle import Reference, Subject
@@ -47,6 +48,7 @@ FAMILIES = (
     timeline.CHECKS,
     engine_account.CHECKS,
     engine_metrics.CHECKS,
+    snapshots.CHECKS,
 )
 ACCEPTED, REJECTED, UNUSABLE = "accepted", "rejected", "unusable"
 EXIT = {ACCEPTED: 0, REJECTED: 1, UNUSABLE: 2}
