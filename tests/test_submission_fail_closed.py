@@ -201,3 +201,22 @@ def test_a_request_the_log_served_in_no_time_is_a_finding(lab, tmp_path):
         return {**members, log: text.encode()}
 
     rejected_naming(lab, forged(lab, tmp_path, change), "engine.records", "server time")
+
+
+def test_a_launch_fact_the_log_leaves_out_is_a_finding(lab, tmp_path):
+    """A log without its thread count compared nothing with the recipe's --threads."""
+
+    def change(members):
+        log = server_log_name(members)
+        kept = [line for line in members[log].decode().splitlines() if "n_threads" not in line]
+        return {**members, log: ("\n".join(kept) + "\n").encode()}
+
+    rejected_naming(lab, forged(lab, tmp_path, change), "engine.launch", "threads")
+
+
+def test_records_that_do_not_state_their_concurrency_are_a_finding(lab, tmp_path):
+    def change(members):
+        rel = perf_file(members, evidence_name(members))
+        return edit_json(members, rel, lambda doc: doc["client"].pop("concurrency"))
+
+    rejected_naming(lab, forged(lab, tmp_path, change), "antigaming.concurrency", "client.concurrency")

@@ -134,13 +134,13 @@ def check_workload(s: Subject, ref: Reference) -> list[Finding]:
                             f"{short(want[:2])}...",
                         )
                     )
-                client = answer.get("client") or {}
-                if "concurrency" in client and client["concurrency"] != m.concurrency:
+                stated = (answer.get("client") or {}).get("concurrency")
+                if stated != m.concurrency:
                     out.append(
                         Finding(
                             rel,
                             "antigaming.concurrency",
-                            f"client concurrency {short(client['concurrency'])}",
+                            f"client.concurrency {'absent' if stated is None else short(stated)}",
                             f"{m.concurrency}",
                         )
                     )

@@ -42,6 +42,11 @@ FLAGS = {  # launch flag -> the account's field (llama-server's short and long f
 }
 
 
+# The launch facts each engine's log states (its parser reads them): one the recipe sets and the
+# log leaves out is a finding, never a comparison skipped.
+FACTS_LOGGED = {"llama.cpp": ("slots", "threads", "model")}
+
+
 def launch_flags(command: str) -> dict[str, str]:
     """The recipe's flags as launched (later ones win, as argparse does)."""
     try:
@@ -163,6 +168,11 @@ def _launch_findings(log: str, doc: dict, account: ServerAccount) -> list[Findin
         return []
     flags = launch_flags(launches[0]["command"])
     out = []
+    for field in FACTS_LOGGED.get(account.engine, ()):
+        if field in flags and getattr(account, field) is None:
+            out.append(
+                Finding(log, "engine.launch", f"no {field} in the log", f"{field} {flags[field]} (recipe)")
+            )
     for field in ("slots", "threads"):
         got = getattr(account, field)
         if field in flags and got is not None and str(got) != flags[field]:
