@@ -9,10 +9,10 @@ records it likes; these checks make a fabricated set have to be consistent every
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
 
 from dayzero.checks.metrics import output_tokens
+from dayzero.clock import parse_iso
 from dayzero.run.plan import MeasurementPlan
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import CellView, Unrecomputable, views
@@ -233,10 +233,8 @@ def check_speculative_requests(s: Subject, ref: Reference) -> list[Finding]:
 
 
 def _time(value: str) -> float | None:
-    try:
-        return dt.datetime.fromisoformat(value).timestamp()
-    except (TypeError, ValueError, OverflowError):
-        return None
+    moment = parse_iso(value)
+    return moment.timestamp() if moment is not None else None
 
 
 def check_run_window(s: Subject, ref: Reference) -> list[Finding]:
@@ -250,7 +248,7 @@ def check_run_window(s: Subject, ref: Reference) -> list[Finding]:
                 Finding(
                     view.name,
                     "antigaming.window",
-                    "run times not ISO 8601 or reversed",
+                    "run times not RFC 3339 or reversed",
                     "run.started <= run.finished",
                 )
             )
