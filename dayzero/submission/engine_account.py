@@ -7,13 +7,14 @@ engine. Each record must agree with it, within stated tolerances:
   (per records file, in the order the phases ran; the log has no wall clock, so phases are
   matched by order);
 - per request (within a phase, as multisets, since concurrent requests may start in any order):
-  generated tokens equal, prompt tokens the server evaluated equal (prompt minus cached, where
-  the client's usage says how many were cached), and a client's end-to-end time never shorter
-  than the server's own time for that request (less `TIME_TOLERANCE_S` for rounding);
+  generated tokens equal, prompt tokens as the log counts them equal (llama.cpp: evaluated, i.e.
+  prompt minus cached, so the record's cached tokens are required; SGLang: the whole prompt), the
+  server's own time positive where it generated tokens, and a client's end-to-end time never
+  shorter than it (less `TIME_TOLERANCE_S` for rounding); a field this needs is never skipped;
 - a phase's span on the server (first start to last finish) not longer than the client's;
 - launch facts: slots equal the recipe's --parallel, threads its --threads, the model file and
-  the listen port the recipe's; devices: none on cpu hardware, at least the host's accelerators
-  elsewhere.
+  the listen port the recipe's (a fact the llama.cpp log leaves out is a finding); devices: none
+  on cpu hardware, at least the host's accelerators elsewhere.
 
 Cells this cannot be done for are rejected, never passed unchecked: an engine without a log
 parser, and cells of several launches (each launch's log is still read; see `unchecked`).

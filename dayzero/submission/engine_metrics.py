@@ -6,19 +6,22 @@ the counters' difference is what the server says the phase cost it (`dayzero.che
 names the counters per engine). Each phase must agree with it, within stated tolerances:
 
 - generated tokens: the counter's difference equals the completion tokens of the phase's records
-  plus its warm-up requests' (exactly; at least that when a request errored, since a failed
-  request may have generated tokens the client never saw counted);
+  plus its warm-up requests' (exactly, both ways, even when a request errored: an errored request
+  is one the server did not finish, which its log does not count either);
 - prompt tokens: llama.cpp's evaluated prompt tokens equal the records' prompt tokens less their
-  cached ones; SGLang's prompt tokens equal the records' prompt tokens (exactly, same proviso);
+  cached ones; SGLang's prompt tokens equal the records' prompt tokens (exactly);
 - requests: SGLang's finished-request counter equals completed records plus warm-up requests
   (llama.cpp publishes no request counter: its log is the request count, `engine_account`);
 - time: the server's own time for the phase's requests, summed, is no more than the client's
-  end-to-end times summed (plus `TIME_TOLERANCE_S` per request for rounding);
+  end-to-end times summed (plus `TIME_TOLERANCE_S` per request for rounding), and more than
+  nothing where tokens were generated;
 - speculative counters kept in the records equal those the snapshots give.
 
 A phase without readable snapshots is a finding: a server-side total that is missing is never
-taken as agreement. What a vendor controlling both server and client could still forge is in the
-README ("Vendor submissions").
+taken as agreement; so is a record or warm-up without a field the totals need (named). Whether
+the snapshots could be an account at all (launches, plausible counts) is `snapshots`'. What a
+vendor controlling both server and client could still forge is in the README ("Vendor
+submissions").
 """
 
 from __future__ import annotations
