@@ -27,6 +27,19 @@ def _visible(ch: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+BOUNDARY = " ,;/"  # where a long value may be cut: between words, list items, path parts
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: cut after the last whole word that fits, then "..."
+    (a single word longer than the limit is the one thing cut inside)."""
+    if len(text) <= limit:
+        return text
+    room = max(limit - 3, 0)
+    cut = max(text.rfind(ch, 0, room + 1) for ch in BOUNDARY)
+    return text[: cut if cut > 0 else room].rstrip(BOUNDARY) + "..."
+
+
 def escape(value: object, context: str = "text", limit: int | None = None) -> str:
     """`value` as one safe line for `context`: text (a terminal line), markdown (inline text or a
     table cell), code (inside a Markdown code span in a table) or html (element text or an
@@ -34,8 +47,8 @@ def escape(value: object, context: str = "text", limit: int | None = None) -> st
     if context not in CONTEXTS:
         raise ValueError(f"unknown escaping context {context!r}")
     text = value if isinstance(value, str) else repr(value)
-    if limit is not None and len(text) > limit:
-        text = text[: max(limit - 3, 0)] + "..."
+    if limit is not None:
+        text = clip(text, limit)
     text = "".join(_visible(ch) for ch in text)
     if context == "markdown":
         return "".join(MARKDOWN.get(ch, ch) for ch in text)

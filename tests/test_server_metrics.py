@@ -109,7 +109,7 @@ def test_a_phase_delta_is_checked_against_its_records():
         "after": snap(sglang_text(100, 0, 400, 4, 7.9, 0)),
     }
     server = phase_totals("sglang", doc)
-    client, why = client_account(answer)
+    client, why = client_account(answer, "sglang")
     assert not why and disagreements("sglang", server, client) == []
     doc["after"] = snap(sglang_text(100, 0, 400, 3, 8.5, 0))  # one request fewer, more server time
     found = disagreements("sglang", phase_totals("sglang", doc), client)
@@ -242,6 +242,6 @@ def test_sglang_acceptance_over_http_from_the_stub_engines_counters():
         assert check.details["drafts"] == 18 and check.details["accepted"] == 6
     for phase, doc in snaps.items():
         server = phase_totals("sglang", doc)
-        client_side, why = client_account(kept[phase])
+        client_side, why = client_account(kept[phase], "sglang")
         assert not why and server.requests == 3 and server.generated == 24
         assert disagreements("sglang", server, client_side) == []

@@ -151,11 +151,12 @@ def test_cli_pack_records_this_checkout_and_check_reports_it(lab, tmp_path, monk
     )
     capsys.readouterr()
     code = _cli(lab, *_check_args(lab, out))
-    lines = capsys.readouterr().out.splitlines()
+    *lines, verdict = capsys.readouterr().out.splitlines()
     if state.clean:
-        assert code == 0 and lines == []
+        assert code == 0 and lines == [] and ": accepted (" in verdict
     else:
         assert code == 1 and lines and all("provenance.clean-tree" in line for line in lines)
+        assert ": rejected (" in verdict
 
 
 def test_pack_refuses_an_unsigned_or_unnamed_vendor(lab, tmp_path):
@@ -202,7 +203,8 @@ def test_check_cli_exit_codes_and_markdown_verdict(lab, tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out == [
         "manifest.json.sig: signature.missing: found no signature; "
-        "expected ssh-keygen -Y sign -n dayzero of manifest.json"
+        "expected ssh-keygen -Y sign -n dayzero of manifest.json",
+        "unsigned.tar.gz: rejected (1 finding(s), 4 cell(s), vendor acme)",
     ]
     assert "# Submission check: REJECTED" in md.read_text() and "| signature.missing |" in md.read_text()
 

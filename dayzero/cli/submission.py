@@ -41,13 +41,14 @@ def cmd_pack(args) -> int:
 
 
 def _report_out(report, markdown: str | None) -> None:
+    """One line per finding, then the verdict, all on stdout (what a vendor's script reads)."""
     for line in report.lines():
         print(line)
     if markdown:
         Path(markdown).write_text(report.to_markdown())
     for note in report.notes:
         print(f"note: {escape(note)}", file=sys.stderr)
-    print(report.summary(), file=sys.stderr)
+    print(report.summary())
 
 
 CRASHED = 3  # the checker itself failed: neither accepted nor rejected
@@ -74,7 +75,8 @@ def crash_guard(func):
 def cmd_check(args) -> int:
     from dayzero.submission.check import check_bundle, reference
 
-    report = check_bundle(Path(args.bundle), reference(args.matrix, args.goldens, args.allowed_signers))
+    ref = reference(args.matrix, args.goldens, args.allowed_signers)
+    report = check_bundle(Path(args.bundle), ref, reports_dir=Path(args.reports) if args.reports else None)
     _report_out(report, args.markdown)
     return report.exit_code
 
@@ -130,4 +132,9 @@ def add(verbs) -> None:
         p.add_argument("--markdown", help="also write the verdict as Markdown to this file")
         if name == "accept":
             p.add_argument("--reports", default="reports", help="reports directory to add the evidence to")
+        else:
+            p.add_argument(
+                "--reports",
+                help="the lab's reports directory: also refuse what accept would (records accepted before)",
+            )
         p.set_defaults(func=func)

@@ -38,6 +38,7 @@ from dayzero import evidence
 from dayzero.checks import NOT_MEASURED
 from dayzero.checks.claims import summary_line
 from dayzero.checks.correctness import provenance_differs
+from dayzero.clock import moment, parse_iso, utc_day
 from dayzero.errors import ConfigError
 from dayzero.escape import escape
 from dayzero.redact import redact
@@ -69,7 +70,7 @@ def latest_evidence(reports_dir: Path) -> dict[str, tuple[Path, dict]]:
     latest: dict[str, tuple[Path, dict]] = {}
     for path, doc in evidence.iter_evidence(reports_dir):
         seen = latest.get(doc["cell"])
-        if seen is None or doc["run"]["finished"] > seen[1]["run"]["finished"]:
+        if seen is None or moment(doc["run"]["finished"]) > moment(seen[1]["run"]["finished"]):
             latest[doc["cell"]] = (path, doc)
     return latest
 
@@ -85,24 +86,16 @@ def current_engine_versions(docs: list[dict]) -> dict[tuple[str, str], str]:
     Only the lab's own runs say what its hosts run now: a vendor's self-declared version (or
     date) must not turn the lab's cells Stale.
     """
-    newest: dict[tuple[str, str], tuple[str, str]] = {}
+    newest: dict[tuple[str, str], tuple[dt.datetime, str]] = {}
     for doc in docs:
         version = doc["engine"]["version"]
         if not version or version == UNKNOWN or from_vendor(doc):
             continue
         key = (doc["hardware"], doc["engine"]["name"])
-        finished = doc["run"]["finished"]
+        finished = moment(doc["run"]["finished"])
         if key not in newest or finished > newest[key][0]:
             newest[key] = (finished, version)
     return {k: v for k, (_, v) in newest.items()}
-
-
-def _parse_time(text: str) -> dt.datetime | None:
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
 def stale_reasons(
@@ -119,7 +112,7 @@ def stale_reasons(
     version = doc["engine"]["version"]
     if current_engine and version not in ("", UNKNOWN) and not same_engine(version, current_engine):
         reasons.append(f"engine changed ({version} -> {current_engine})")
-    finished = _parse_time(doc["run"]["finished"])
+    finished = parse_iso(doc["run"]["finished"])
     if finished is not None:
         age = (now - finished).total_seconds() / 86400
         if age < -FUTURE_SLACK_DAYS:
@@ -169,11 +162,11 @@ def row_for(
             return Row(cell, "Published", detail, f"published: {source}" if source else "published")
         return Row(cell, "Pending", "", "matrix")  # nobody published it: the matrix says it is to run
     path, doc = found
-    when = doc["run"]["finished"][:10]
+    when = utc_day(doc["run"]["finished"])
     engine = doc["engine"]["version"]
     source = doc.get("source", "dayzero")
     if doc.get("checked"):  # accepted from a vendor bundle: who submitted it, when it was checked
-        source = f"{source} (checked {doc['checked'][:10]})"
+        source = f"{source} (checked {utc_day(doc['checked'])})"
     unmeasured = [c for c in doc["checks"] if c["verdict"] == NOT_MEASURED]
     if doc["verdict"] == "passed" and unmeasured:
         why = "; ".join(sorted({c["message"] for c in unmeasured}))

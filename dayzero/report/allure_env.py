@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 from dayzero import __version__
+from dayzero.clock import moment
 from dayzero.errors import ConfigError
 from dayzero.evidence import iter_evidence
 from dayzero.redact import redact
@@ -156,7 +157,7 @@ def write_run_extras(
     """The extras of one run: from the evidence written since it started (a reports dir keeps
     older runs' evidence too)."""
     try:
-        docs = [doc for _, doc in iter_evidence(reports) if doc["run"]["started"] >= started]
+        docs = [doc for _, doc in iter_evidence(reports) if moment(doc["run"]["started"]) >= moment(started)]
     except ConfigError:
         docs = []
     run_ids = ", ".join(sorted({d["run"]["id"] for d in docs})) or "none"

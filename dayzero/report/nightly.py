@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dayzero import atomic, evidence
+from dayzero.clock import moment
 
 DEFAULT_BAND_PCT = 10.0
 TAIL_BAND_PCT = 25.0
@@ -173,7 +174,7 @@ def latest_by_cell(reports_dir: Path) -> dict[str, dict]:
         return latest
     for _, doc in evidence.iter_evidence(reports_dir):
         seen = latest.get(doc["cell"])
-        if seen is None or doc["run"]["finished"] > seen["run"]["finished"]:
+        if seen is None or moment(doc["run"]["finished"]) > moment(seen["run"]["finished"]):
             latest[doc["cell"]] = doc
     return latest
 

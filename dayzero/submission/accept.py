@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from dayzero import atomic, evidence
@@ -121,12 +120,10 @@ def accept(
     """(report, evidence files written); nothing is written unless the check accepts the bundle."""
     reports_dir = Path(reports_dir)
     with tempfile.TemporaryDirectory(prefix="dayzero-accept-") as tmp:
-        report, subject = run_checks(Path(bundle), ref, Path(tmp), limits)
+        report, subject = run_checks(Path(bundle), ref, Path(tmp), limits, reports_dir)
         if not report.accepted or subject is None:
             return report, []
         index = load_index(reports_dir)
-        if found := replays(subject, report.vendor, index):
-            return replace(report, findings=tuple(sorted(report.findings + tuple(found)))), []
         # Prepare everything first: a document that cannot be copied or serialised stops here.
         stored = f"{SUBMISSIONS_DIR}/{report.vendor}/{report.sha256[:16]}"
         documents = {}

@@ -9,10 +9,10 @@ records it likes; these checks make a fabricated set have to be consistent every
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
 
 from dayzero.checks.metrics import output_tokens
+from dayzero.clock import parse_iso
 from dayzero.run.plan import MeasurementPlan
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import CellView, Unrecomputable, views
@@ -116,6 +116,13 @@ def check_streamed_tokens(s: Subject, ref: Reference) -> list[Finding]:
     )
 
 
+def listed(requests: list[tuple[str, int]], n: int = 2) -> str:
+    """Requests as a finding shows them: `id (max_tokens N)`, the first `n`, and how many in all."""
+    shown = ", ".join(f"{short(rid, 60)} (max_tokens {short(mt, 20)})" for rid, mt in requests[:n])
+    more = f", ... ({len(requests)} in all)" if len(requests) > n else ""
+    return f"{shown or 'none'}{more}"
+
+
 def check_workload(s: Subject, ref: Reference) -> list[Finding]:
     """Every repetition ran the workload's own requests: same ids and max_tokens, same count."""
     out = []
@@ -129,18 +136,17 @@ def check_workload(s: Subject, ref: Reference) -> list[Finding]:
                         Finding(
                             rel,
                             "antigaming.workload",
-                            f"{len(got)} requests {short(got[:2])}...",
-                            f"{len(want)} requests of {m.workload.name} repetition {rep} "
-                            f"{short(want[:2])}...",
+                            f"{len(got)} requests: {listed(got)}",
+                            f"{len(want)} requests of {m.workload.name} repetition {rep}: {listed(want)}",
                         )
                     )
-                client = answer.get("client") or {}
-                if "concurrency" in client and client["concurrency"] != m.concurrency:
+                stated = (answer.get("client") or {}).get("concurrency")
+                if stated != m.concurrency:
                     out.append(
                         Finding(
                             rel,
                             "antigaming.concurrency",
-                            f"client concurrency {short(client['concurrency'])}",
+                            f"client.concurrency {'absent' if stated is None else short(stated)}",
                             f"{m.concurrency}",
                         )
                     )
@@ -196,7 +202,14 @@ def check_probe_requests(s: Subject, ref: Reference) -> list[Finding]:
     for view in views(s, ref):
         for probes, rel, answer, got, want in _asked(view, [view.probes]):
             if got != want:
-                out.append(Finding(rel, "antigaming.probes", f"requests {short(got)}", f"the probes {want}"))
+                out.append(
+                    Finding(
+                        rel,
+                        "antigaming.probes",
+                        f"requests {listed(got, 8)}",
+                        f"the probes {listed(want, 8)}",
+                    )
+                )
             if (peak := max_in_flight(answer["records"])) > probes.concurrency:
                 out.append(
                     Finding(
@@ -211,7 +224,7 @@ def check_probe_requests(s: Subject, ref: Reference) -> list[Finding]:
 
 def _other_requests(s: Subject, ref: Reference, plans_of, requirement: str, asked_for) -> list[Finding]:
     return [
-        Finding(rel, requirement, f"{len(got)} requests {short(got[:2])}", f"{len(want)} {asked_for(plan)}")
+        Finding(rel, requirement, f"{len(got)} requests: {listed(got)}", f"{len(want)} {asked_for(plan)}")
         for view in views(s, ref)
         for plan, rel, _, got, want in _asked(view, plans_of(view))
         if got != want
@@ -233,10 +246,8 @@ def check_speculative_requests(s: Subject, ref: Reference) -> list[Finding]:
 
 
 def _time(value: str) -> float | None:
-    try:
-        return dt.datetime.fromisoformat(value).timestamp()
-    except (TypeError, ValueError, OverflowError):
-        return None
+    moment = parse_iso(value)
+    return moment.timestamp() if moment is not None else None
 
 
 def check_run_window(s: Subject, ref: Reference) -> list[Finding]:
@@ -250,7 +261,7 @@ def check_run_window(s: Subject, ref: Reference) -> list[Finding]:
                 Finding(
                     view.name,
                     "antigaming.window",
-                    "run times not ISO 8601 or reversed",
+                    "run times not RFC 3339 or reversed",
                     "run.started <= run.finished",
                 )
             )

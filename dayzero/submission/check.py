@@ -31,11 +31,12 @@ from dayzero.submission import (
     recompute,
     schema,
     signature,
+    snapshots,
     timeline,
 )
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.extract import DEFAULT_LIMITS, Limits, UnusableBundle, extract
-from dayzero.submission.findings import Finding, short
+from dayzero.submission.findings import Finding, by_cause, short
 
 FAMILIES = (
     manifest.CHECKS,
@@ -49,6 +50,7 @@ FAMILIES = (
     engine_account.CHECKS,
     engine_metrics.CHECKS,
     physics.CHECKS,
+    snapshots.CHECKS,
 )
 ACCEPTED, REJECTED, UNUSABLE = "accepted", "rejected", "unusable"
 EXIT = {ACCEPTED: 0, REJECTED: 1, UNUSABLE: 2}
@@ -162,9 +164,14 @@ def cell_of_file(s: Subject) -> dict[str, str]:
 
 
 def run_checks(
-    path: Path, ref: Reference, workdir: Path, limits: Limits = DEFAULT_LIMITS
+    path: Path,
+    ref: Reference,
+    workdir: Path,
+    limits: Limits = DEFAULT_LIMITS,
+    reports_dir: Path | None = None,
 ) -> tuple[Report, Subject | None]:
-    """Extract into `workdir` and check; the subject stays readable there (accept copies from it)."""
+    """Extract into `workdir` and check; the subject stays readable there (accept copies from it).
+    With the lab's reports, also what `accept` refuses: records accepted before (a replay)."""
     checked = dt.datetime.fromtimestamp(ref.now(), dt.UTC).isoformat(timespec="seconds")
     try:
         bundle, findings = extract(Path(path), Path(workdir), limits)
@@ -175,7 +182,11 @@ def run_checks(
     subject, findings = schema.load_subject(bundle)
     for family in FAMILIES:
         findings += run_family(family, subject, ref)
-    findings = sorted(set(findings), key=lambda f: (f.file, f.requirement, f.found))
+    if reports_dir is not None and not findings:
+        from dayzero.submission.accept import load_index, replays
+
+        findings += replays(subject, subject.vendor, load_index(Path(reports_dir)))
+    findings = by_cause(findings)
     owner = cell_of_file(subject)
     cells = tuple(completeness.claimed_cells(subject))
     signed = not any(f.requirement.startswith("signature.") for f in findings)
@@ -202,9 +213,11 @@ def describe_harness(s: Subject) -> str:
     return f"{harness.get('version', '?')} @ {harness.get('commit') or '?'} ({state})"
 
 
-def check_bundle(path: Path, ref: Reference, limits: Limits = DEFAULT_LIMITS) -> Report:
+def check_bundle(
+    path: Path, ref: Reference, limits: Limits = DEFAULT_LIMITS, reports_dir: Path | None = None
+) -> Report:
     with tempfile.TemporaryDirectory(prefix="dayzero-check-") as tmp:
-        return run_checks(path, ref, Path(tmp), limits)[0]
+        return run_checks(path, ref, Path(tmp), limits, reports_dir)[0]
 
 
 def harness_root(near: Path | None = None) -> Path:

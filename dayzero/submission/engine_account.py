@@ -7,13 +7,14 @@ engine. Each record must agree with it, within stated tolerances:
   (per records file, in the order the phases ran; the log has no wall clock, so phases are
   matched by order);
 - per request (within a phase, as multisets, since concurrent requests may start in any order):
-  generated tokens equal, prompt tokens the server evaluated equal (prompt minus cached, where
-  the client's usage says how many were cached), and a client's end-to-end time never shorter
-  than the server's own time for that request (less `TIME_TOLERANCE_S` for rounding);
+  generated tokens equal, prompt tokens as the log counts them equal (llama.cpp: evaluated, i.e.
+  prompt minus cached, so the record's cached tokens are required; SGLang: the whole prompt), the
+  server's own time positive where it generated tokens, and a client's end-to-end time never
+  shorter than it (less `TIME_TOLERANCE_S` for rounding); a field this needs is never skipped;
 - a phase's span on the server (first start to last finish) not longer than the client's;
 - launch facts: slots equal the recipe's --parallel, threads its --threads, the model file and
-  the listen port the recipe's; devices: none on cpu hardware, at least the host's accelerators
-  elsewhere.
+  the listen port the recipe's (a fact the llama.cpp log leaves out is a finding); devices: none
+  on cpu hardware, at least the host's accelerators elsewhere.
 
 Cells this cannot be done for are rejected, never passed unchecked: an engine without a log
 parser, and cells of several launches (each launch's log is still read; see `unchecked`).
@@ -40,6 +41,11 @@ FLAGS = {  # launch flag -> the account's field (llama-server's short and long f
     "--model": "model",
     "-m": "model",
 }
+
+
+# The launch facts each engine's log states (its parser reads them): one the recipe sets and the
+# log leaves out is a finding, never a comparison skipped.
+FACTS_LOGGED = {"llama.cpp": ("slots", "threads", "model")}
 
 
 def launch_flags(command: str) -> dict[str, str]:
@@ -69,20 +75,35 @@ def _warmups(answer: dict) -> int:
     return max(requests - errors, 0) if isinstance(requests, int) and isinstance(errors, int) else 0
 
 
-def _prompt_evaluated(r: dict) -> int | None:
-    usage = r.get("usage") or {}
-    details = usage.get("prompt_tokens_details")
-    if not isinstance(details, dict) or not isinstance(details.get("cached_tokens"), int):
-        return None
-    if not isinstance(usage.get("prompt_tokens"), int):
-        return None
-    return usage["prompt_tokens"] - details["cached_tokens"]
+CACHED = "usage.prompt_tokens_details.cached_tokens"
 
 
-def _generated(r: dict) -> int | None:
-    usage = r.get("usage") or {}
-    value = usage.get("completion_tokens")
-    return value if isinstance(value, int) else None
+def count_at(r: dict, path: str) -> int | None:
+    """A record's count at a dotted path ('usage.completion_tokens'), None where it has none."""
+    value = r
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def request_key(r: dict, whole_prompt: bool) -> tuple[int, int] | str:
+    """(prompt tokens as the log counts them, generated tokens) of a record, or the field it lacks:
+    SGLang's log counts the whole prompt, llama.cpp's the prompt tokens it evaluated (less the
+    cached ones, so the record must say how many were cached)."""
+    generated, prompt = count_at(r, "usage.completion_tokens"), count_at(r, "usage.prompt_tokens")
+    if generated is None:
+        return "usage.completion_tokens"
+    if prompt is None:
+        return "usage.prompt_tokens"
+    if whole_prompt:
+        return prompt, generated
+    cached = count_at(r, CACHED)
+    return CACHED if cached is None else (prompt - cached, generated)
+
+
+def labelled(key: tuple[int, int], whole_prompt: bool) -> str:
+    prompt = "prompt" if whole_prompt else "prompt evaluated"
+    return f"{prompt} {key[0]} + generated {key[1]}"
 
 
 def phases(s: Subject, doc: dict) -> list[tuple[str, dict]]:
@@ -98,32 +119,42 @@ def phases(s: Subject, doc: dict) -> list[tuple[str, dict]]:
 
 def phase_problem(records: list[dict], served: list[Served]) -> str:
     """Why a phase's records disagree with the server's account of the same requests ('' if none)."""
-    full = all(_prompt_evaluated(r) is not None for r in records)
-
-    def key_of_record(r):
-        return (_prompt_evaluated(r) if full else None, _generated(r))
+    whole = bool(served) and all(x.prompt is not None for x in served)
+    keys = []
+    for r in records:
+        key = request_key(r, whole)
+        if isinstance(key, str):
+            return f"record {short(r.get('id'), 40)} has no {key} (the log's account needs it)"
+        keys.append(key)
 
     def key_of_served(x):
-        return (x.prompt_evaluated if full else None, x.generated)
+        return (x.prompt if whole else x.prompt_evaluated, x.generated)
 
-    mine = Counter(key_of_record(r) for r in records)
+    mine = Counter(keys)
     theirs = Counter(key_of_served(x) for x in served)
     if mine != theirs:
-        extra = sorted((mine - theirs).elements(), key=str)[:3]
-        missing = sorted((theirs - mine).elements(), key=str)[:3]
-        what = "(prompt tokens evaluated, generated tokens)" if full else "(-, generated tokens)"
-        return f"tokens {what}: records {extra}, server {missing}"
+        extra = [labelled(k, whole) for k in sorted((mine - theirs).elements())[:3]]
+        missing = [labelled(k, whole) for k in sorted((theirs - mine).elements())[:3]]
+        return (
+            f"requests the records hold and the server does not: {'; '.join(extra) or 'none'}; "
+            f"the server's and not the records': {'; '.join(missing) or 'none'}"
+        )
+    if idle := [x for x in served if x.generated > 0 and not x.total_s > 0]:
+        return (
+            f"server time {idle[0].total_s * 1e3:.2f} ms for task {idle[0].task}, "
+            f"which generated {idle[0].generated} tokens"
+        )
     untimed = [r for r in records if not all(isinstance(r.get(k), int | float) for k in ("send", "end"))]
     if untimed:  # a mutated or hand-made record: nothing to compare the server's times with
         return f"{len(untimed)} completed record(s) without numeric send and end times"
     for key in mine:  # the client's times must dominate the server's, request for request
-        client = sorted(r["end"] - r["send"] for r in records if key_of_record(r) == key)
+        client = sorted(r["end"] - r["send"] for r, k in zip(records, keys, strict=True) if k == key)
         server = sorted(x.total_s for x in served if key_of_served(x) == key)
         for c, t in zip(client, server, strict=True):
             if c < t - TIME_TOLERANCE_S:
                 return (
-                    f"a request {key} took {c * 1e3:.1f} ms end to end at the client, "
-                    f"the server's own time for it is {t * 1e3:.1f} ms"
+                    f"a request ({labelled(key, whole)}) took {c * 1e3:.1f} ms end to end at the "
+                    f"client, the server's own time for it is {t * 1e3:.1f} ms"
                 )
     client_span = max(r["end"] for r in records) - min(r["send"] for r in records)
     server_span = max(x.start_s + x.total_s for x in served) - min(x.start_s for x in served)
@@ -138,6 +169,11 @@ def _launch_findings(log: str, doc: dict, account: ServerAccount) -> list[Findin
         return []
     flags = launch_flags(launches[0]["command"])
     out = []
+    for field in FACTS_LOGGED.get(account.engine, ()):
+        if field in flags and getattr(account, field) is None:
+            out.append(
+                Finding(log, "engine.launch", f"no {field} in the log", f"{field} {flags[field]} (recipe)")
+            )
     for field in ("slots", "threads"):
         got = getattr(account, field)
         if field in flags and got is not None and str(got) != flags[field]:

@@ -6,19 +6,22 @@ the counters' difference is what the server says the phase cost it (`dayzero.che
 names the counters per engine). Each phase must agree with it, within stated tolerances:
 
 - generated tokens: the counter's difference equals the completion tokens of the phase's records
-  plus its warm-up requests' (exactly; at least that when a request errored, since a failed
-  request may have generated tokens the client never saw counted);
+  plus its warm-up requests' (exactly, both ways, even when a request errored: an errored request
+  is one the server did not finish, which its log does not count either);
 - prompt tokens: llama.cpp's evaluated prompt tokens equal the records' prompt tokens less their
-  cached ones; SGLang's prompt tokens equal the records' prompt tokens (exactly, same proviso);
+  cached ones; SGLang's prompt tokens equal the records' prompt tokens (exactly);
 - requests: SGLang's finished-request counter equals completed records plus warm-up requests
   (llama.cpp publishes no request counter: its log is the request count, `engine_account`);
 - time: the server's own time for the phase's requests, summed, is no more than the client's
-  end-to-end times summed (plus `TIME_TOLERANCE_S` per request for rounding);
+  end-to-end times summed (plus `TIME_TOLERANCE_S` per request for rounding), and more than
+  nothing where tokens were generated;
 - speculative counters kept in the records equal those the snapshots give.
 
 A phase without readable snapshots is a finding: a server-side total that is missing is never
-taken as agreement. What a vendor controlling both server and client could still forge is in the
-README ("Vendor submissions").
+taken as agreement; so is a record or warm-up without a field the totals need (named). Whether
+the snapshots could be an account at all (launches, plausible counts) is `snapshots`'. What a
+vendor controlling both server and client could still forge is in the README ("Vendor
+submissions").
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dayzero.checks.server_metrics import Totals, phase_totals
 from dayzero.checks.speculative import from_snapshots, source_for
 from dayzero.run.records import metrics_for
 from dayzero.submission.bundle import Reference, Subject
+from dayzero.submission.engine_account import CACHED, count_at
 from dayzero.submission.engine_logs import parser_for
 from dayzero.submission.findings import Finding, short
 
@@ -38,56 +42,58 @@ def _num(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def client_account(answer: dict) -> tuple[dict, str]:
+def client_account(answer: dict, kind: str) -> tuple[dict, str]:
     """The phase as the client tells it: token totals, requests and summed end-to-end time of its
-    completed records and warm-up requests; '' or why it cannot be totalled."""
+    completed records and warm-up requests; '' or the field it lacks to be totalled (a field the
+    comparison needs is never taken as zero or skipped)."""
     done = [r for r in answer["records"] if r.get("end") is not None and not r.get("error")]
     out = {"prompt": 0, "cached": 0, "generated": 0, "requests": len(done), "client_s": 0.0}
-    out["errors"] = len(answer["records"]) - len(done)
-    out["cached_known"] = True
     for r in done:
-        usage = r.get("usage") or {}
-        if not (_num(usage.get("prompt_tokens")) and _num(usage.get("completion_tokens"))):
-            return out, f"record {short(r.get('id'), 40)} has no usage token counts"
+        rid = short(r.get("id"), 40)
+        for path in ("usage.prompt_tokens", "usage.completion_tokens", CACHED):
+            if count_at(r, path) is None and (path != CACHED or kind == "llama.cpp"):
+                return out, f"record {rid} has no {path}"
         if not (_num(r.get("send")) and _num(r.get("end"))):
-            return out, f"record {short(r.get('id'), 40)} has no numeric send and end"
-        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-        out["cached_known"] &= _num(cached)
-        out["prompt"] += usage["prompt_tokens"]
-        out["cached"] += cached if _num(cached) else 0
-        out["generated"] += usage["completion_tokens"]
+            return out, f"record {rid} has no numeric send and end"
+        out["prompt"] += r["usage"]["prompt_tokens"]
+        out["cached"] += count_at(r, CACHED) or 0
+        out["generated"] += r["usage"]["completion_tokens"]
         out["client_s"] += r["end"] - r["send"]
     warm = answer.get("warmup")
-    if isinstance(warm, dict) and _num(warm.get("requests")) and warm["requests"] > 0:
-        usage = warm.get("usage")
-        if not (
-            isinstance(usage, dict)
-            and all(_num(usage.get(k)) for k in ("prompt_tokens", "completion_tokens"))
-        ):
-            return out, f"{warm['requests']} warm-up request(s) without their token totals"
-        out["requests"] += warm["requests"] - (warm.get("errors") or 0)
-        out["errors"] += warm.get("errors") or 0
-        out["prompt"] += usage["prompt_tokens"]
-        out["cached"] += usage.get("cached_tokens") or 0
-        out["generated"] += usage["completion_tokens"]
-        out["client_s"] += warm.get("e2e_s") if _num(warm.get("e2e_s")) else float("inf")
+    if warm is None:
+        return out, ""
+    fields = {
+        "warmup.requests": warm.get("requests") if isinstance(warm, dict) else None,
+        "warmup.errors": warm.get("errors") if isinstance(warm, dict) else None,
+        **{
+            f"warmup.usage.{k}": count_at(warm, f"usage.{k}")
+            for k in ("prompt_tokens", "completion_tokens", "cached_tokens")
+        },
+        "warmup.e2e_s": warm.get("e2e_s") if isinstance(warm, dict) else None,
+    }
+    if missing := [k for k, v in fields.items() if not (_num(v) and v >= 0)]:
+        return out, f"a warm-up without {missing[0]}"
+    out["requests"] += warm["requests"] - warm["errors"]
+    out["prompt"] += warm["usage"]["prompt_tokens"]
+    out["cached"] += warm["usage"]["cached_tokens"]
+    out["generated"] += warm["usage"]["completion_tokens"]
+    out["client_s"] += warm["e2e_s"]
     return out, ""
 
 
 def disagreements(kind: str, server: Totals, client: dict) -> list[tuple[str, str]]:
-    """(what the server counted, what the records say) for every counter that disagrees."""
+    """(what the server counted, what the records say) for every counter that disagrees: counts
+    exactly, both ways (an errored request is one the server did not finish: its log does not
+    count it, nor may its counters); the server's time no more than the client's, and more than
+    nothing wherever it generated tokens."""
     out = []
-    exact = client["errors"] == 0
 
     def compare(what: str, theirs: float | None, mine: float):
-        if theirs is None:
-            return
-        if (theirs != mine) if exact else (theirs < mine):
-            relation = "" if exact else "at least "
-            out.append((f"{theirs:g} {what}", f"{relation}{mine:g} from the records"))
+        if theirs is None or theirs != mine:
+            out.append((f"{'no' if theirs is None else f'{theirs:g}'} {what}", f"{mine:g} from the records"))
 
     compare("tokens generated", server.generated, client["generated"])
-    if kind == "llama.cpp" and client["cached_known"]:
+    if kind == "llama.cpp":
         compare("prompt tokens evaluated", server.prompt_evaluated, client["prompt"] - client["cached"])
     if kind == "sglang":
         compare("prompt tokens", server.prompt, client["prompt"])
@@ -98,6 +104,13 @@ def disagreements(kind: str, server: Totals, client: dict) -> list[tuple[str, st
             (
                 f"{server.server_s:.3f} s of server time for the phase's requests",
                 f"at most {client['client_s']:.3f} s, their end-to-end times at the client",
+            )
+        )
+    elif client["generated"] > 0 and not server.server_s > 0:
+        out.append(
+            (
+                f"{server.server_s:g} s of server time for the phase's requests",
+                f"more than 0 s: the server generated {client['generated']:g} tokens",
             )
         )
     return out
@@ -126,7 +139,7 @@ def check_phase(kind: str, rel: str, mrel: str, answer: dict, doc: dict) -> list
         return [
             Finding(mrel, "engine.metrics", f"snapshots not readable as {kind} /metrics", "readable counters")
         ]
-    client, why = client_account(answer)
+    client, why = client_account(answer, kind)
     if why:
         return [Finding(rel, "engine.metrics", why, "records the server's counters can be compared with")]
     out = [

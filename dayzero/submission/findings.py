@@ -7,7 +7,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dayzero.escape import escape
+from dayzero.escape import clip, escape
+
+# Findings are listed by cause: a bundle that cannot be read (extraction, manifest, signature), then
+# a file that does not parse, then documents that do not validate, and only then what the checks
+# of their content say (which may be no more than a consequence of what came first).
+CAUSES = (
+    "extract.",
+    "manifest.",
+    "signature.",
+    "schema.json",
+    "schema.depth",
+    "schema.",
+    "completeness.",
+    "provenance.",
+    "timeline.",
+    "identity.",
+    "engine.",
+    "antigaming.",
+    "recompute.",
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -26,7 +45,16 @@ class Finding:
 
 
 def short(value, limit: int = 120) -> str:
-    """A value as it appears in a finding: repr-like, one line, bounded (hostile input can be huge)."""
+    """A value as it appears in a finding: repr-like, one line, bounded (hostile input can be huge)
+    and cut between words."""
     text = value if isinstance(value, str) else repr(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip(" ".join(text.split()), limit)
+
+
+def cause(f: Finding) -> int:
+    return next((i for i, prefix in enumerate(CAUSES) if f.requirement.startswith(prefix)), len(CAUSES))
+
+
+def by_cause(findings) -> list[Finding]:
+    """Distinct findings, first causes first, then by file, requirement and what was found."""
+    return sorted(set(findings), key=lambda f: (cause(f), f.file, f.requirement, f.found))

@@ -24,6 +24,7 @@ from pathlib import Path
 import jsonschema
 
 from dayzero import __version__, evidence
+from dayzero.clock import moment
 from dayzero.errors import DayzeroError
 from dayzero.spec import yamlfile
 from dayzero.spec.matrix import Matrix
@@ -79,7 +80,7 @@ def select_evidence(reports_dir: Path, cells: list[str] | None = None) -> list[t
         if doc.get("submission") or (cells and doc["cell"] not in cells):
             continue
         seen = latest.get(doc["cell"])
-        if seen is None or doc["run"]["finished"] > seen[1]["run"]["finished"]:
+        if seen is None or moment(doc["run"]["finished"]) > moment(seen[1]["run"]["finished"]):
             latest[doc["cell"]] = (path, doc)
     missing = sorted(set(cells or ()) - set(latest))
     if missing:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache, lru_cache, partial
 
-from dayzero.checks import CheckResult
+from dayzero.checks import NOT_MEASURED, PASSED, CheckResult
 from dayzero.checks.accuracy import check_accuracy
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.measurement import Measurement
@@ -254,11 +254,13 @@ def check_claims(s: Subject, ref: Reference) -> list[Finding]:
 
 
 def check_requirements_met(s: Subject, ref: Reference) -> list[Finding]:
-    """Probes, goldens, floors, compliance, accuracy and acceptance re-evaluated: each must pass."""
+    """Probes, goldens, floors, compliance, accuracy and acceptance re-evaluated: each must pass, or
+    be not measured yet (a golden not recorded on the reference cell: the cell stays Pending, as a
+    lab run of it would)."""
     out = []
     for name, r in recompute_all(s, ref).items():
         for check_name, result in sorted(r.checks.items()):
-            if not result.passed:
+            if result.verdict not in (PASSED, NOT_MEASURED):
                 kind = check_name.split(":", 1)[0]
                 out.append(
                     Finding(
@@ -272,10 +274,13 @@ def check_requirements_met(s: Subject, ref: Reference) -> list[Finding]:
 
 
 def check_cell_verdict(s: Subject, ref: Reference) -> list[Finding]:
-    """The cell's verdict is passed exactly when every required check recomputes as passed."""
+    """The cell's verdict is passed exactly when every required check recomputes as passed or not
+    measured yet (`run.cell`'s rule: not measured keeps the cell Pending, it fails nothing)."""
     out = []
     for name, r in recompute_all(s, ref).items():
-        passed = not r.findings and all(n in r.checks and r.checks[n].passed for n in r.required)
+        passed = not r.findings and all(
+            n in r.checks and r.checks[n].verdict in (PASSED, NOT_MEASURED) for n in r.required
+        )
         expected = "passed" if passed else "failed"
         claimed = s.evidence[name]["verdict"]
         if claimed != expected and claimed != "broken":

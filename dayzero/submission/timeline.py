@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import datetime as dt
 
+from dayzero.clock import parse_iso
 from dayzero.submission.bundle import SUBMISSION, Reference, Subject
 from dayzero.submission.findings import Finding, short
 
+FORMAT = "an RFC 3339 time with its offset, as dayzero writes it (2026-12-04T11:29:43+00:00)"
 CLOCK_SLACK_S = 300.0  # clocks of a vendor's lab and of the checker may differ a little
 
 
 def when(text) -> float | None:
-    """Epoch seconds of an ISO 8601 time (naive means UTC), None when it is not one."""
-    try:
-        moment = dt.datetime.fromisoformat(text)
-    except (TypeError, ValueError):
+    """Epoch seconds of a time in the one format (`dayzero.clock`), None when it is not one."""
+    moment = parse_iso(text)
+    if moment is None:
         return None
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
     try:
         return moment.timestamp()
     except (OverflowError, ValueError):
@@ -33,12 +33,15 @@ def iso(epoch: float) -> str:
 
 
 def _dated(s: Subject) -> list[tuple[str, str, object]]:
-    """(file, field, time text) of every date a bundle states."""
-    out = [
-        (name, f"run.{key}", doc["run"][key])
-        for name, doc in sorted(s.evidence.items())
-        for key in ("started", "finished")
-    ]
+    """(file, field, time text) of every date a bundle states: runs, leases, the bundle."""
+    out = []
+    for name, doc in sorted(s.evidence.items()):
+        out += [(name, f"run.{key}", doc["run"][key]) for key in ("started", "finished")]
+        for i, host in enumerate(doc["hosts"]):
+            lease = host.get("lease") if isinstance(host, dict) else None
+            for key in ("acquired", "released"):
+                if isinstance(lease, dict) and key in lease:
+                    out.append((name, f"hosts[{i}].lease.{key}", lease[key]))
     if s.submission is not None:
         out.append((SUBMISSION, "created", s.submission["created"]))
     return out
@@ -50,7 +53,7 @@ def check_not_in_future(s: Subject, ref: Reference) -> list[Finding]:
     for name, field, text in _dated(s):
         moment = when(text)
         if moment is None:
-            out.append(Finding(name, "timeline.date", f"{field} {short(text)}", "an ISO 8601 time"))
+            out.append(Finding(name, "timeline.date", f"{field} {short(text)}", FORMAT))
         elif moment > now + CLOCK_SLACK_S:
             out.append(
                 Finding(

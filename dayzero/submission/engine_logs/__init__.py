@@ -22,6 +22,7 @@ class Served:
     prompt_evaluated: int  # prompt tokens computed for it (cached ones excluded)
     generated: int
     total_s: float  # the server's own prompt + generation time for it
+    prompt: int | None = None  # all its prompt tokens, cached included, where the log says (SGLang)
 
 
 @dataclass(frozen=True)

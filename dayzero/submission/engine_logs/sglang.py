@@ -49,6 +49,7 @@ def _finished(rid: str, out: str, task: int) -> tuple[float, Served] | None:
         prompt_evaluated=int(values["prompt_tokens"]) - int(values["cached_tokens"]),
         generated=int(values["completion_tokens"]),
         total_s=float(values["e2e_latency"]),
+        prompt=int(values["prompt_tokens"]),
     )
     return float(values["request_received_ts"]), served
 
@@ -74,6 +75,7 @@ def parse(text: str) -> ServerAccount:
         return ServerAccount("sglang", listen=listen, requests=requests, ready=ready)
     t0 = min(ts for ts, _ in finished)  # arrivals as seconds since the first request of the run
     served = tuple(
-        Served(s.task, s.slot, ts - t0, s.prompt_evaluated, s.generated, s.total_s) for ts, s in finished
+        Served(s.task, s.slot, ts - t0, s.prompt_evaluated, s.generated, s.total_s, s.prompt)
+        for ts, s in finished
     )
     return ServerAccount("sglang", listen=listen, served=served, ready=ready)
