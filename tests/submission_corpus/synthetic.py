@@ -21,6 +21,8 @@ from dayzero.checks.accuracy import load_eval
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.lab.lease import Lease
 from dayzero.lab.preflight import HostFacts
+from dayzero.loadgen.client import VERSION as CLIENT_VERSION
+from dayzero.loadgen.client import prompt_digest
 from dayzero.run import plan, records
 from dayzero.run.phases import Endpoint, metered, run_all
 from dayzero.spec.goldens import load_golden
@@ -134,12 +136,13 @@ class FakeClient:
             for key in ("input_len", "session", "turn"):
                 if key in req:
                     record[key] = req[key]
+            record["prompt_digest"] = prompt_digest(req, req.get("turn"))
             records.append(record)
         start, self.clock = self.clock, max(slots) + 0.01
         wall = self.clock - start
         return {
             "client": {
-                "version": 2,
+                "version": CLIENT_VERSION,
                 "python": "3.11",
                 "cpu_count": 2,
                 "processes": spec.get("processes", 1),

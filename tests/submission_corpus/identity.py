@@ -1,0 +1,74 @@
+"""Forgeries of inputs and identity (issue 23 items 4 and 5): each is what a vendor holding its own
+key could build from an honest bundle, re-signed, with the evidence recomputed where it matters."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .hostile import Members, consistent, edited, evidence_name, perf_file
+from .lab import Lab
+from .tarkit import edit_json
+
+
+@dataclass(frozen=True)
+class IdentityCase:
+    id: str
+    requirement: str
+    build: Callable[[Lab, Path], Path]
+    file_suffix: str = ""  # the finding names a file ending so
+
+
+def _perf(members: Members) -> str:
+    return perf_file(members, evidence_name(members))
+
+
+def digest_of_another_prompt(members: Members) -> Members:
+    """One record says it asked for a prompt the workload never generated."""
+
+    def change(doc):
+        doc["records"][0]["prompt_digest"] = hashlib.sha256(b"a shorter prompt").hexdigest()
+
+    return edit_json(members, _perf(members), change)
+
+
+def shorter_prompts(members: Members) -> Members:
+    """Every prompt half as long as the workload's, and the records saying so consistently."""
+
+    def change(doc):
+        for r in doc["records"]:
+            r["input_len"] //= 2
+            r["usage"]["prompt_tokens"] //= 2
+
+    return edit_json(members, _perf(members), change)
+
+
+def prompts_counted_short(members: Members) -> Members:
+    """The workload's lengths kept, the server's count halved (prefill work the run never did)."""
+
+    def change(doc):
+        for r in doc["records"]:
+            r["usage"]["prompt_tokens"] //= 2
+
+    return edit_json(members, _perf(members), change)
+
+
+def client_without_digests(members: Members) -> Members:
+    """Records of a host client older than version 4: nothing ties them to the prompts sent."""
+
+    def change(doc):
+        doc["client"]["version"] = 3
+        for r in doc["records"]:
+            r.pop("prompt_digest", None)
+
+    return edit_json(members, _perf(members), change)
+
+
+CASES = [
+    IdentityCase("prompt-digest-of-another-prompt", "inputs.digest", edited(digest_of_another_prompt, True)),
+    IdentityCase("prompts-shortened-recomputed", "inputs.length", consistent(shorter_prompts), "-r0.json"),
+    IdentityCase("prompt-tokens-halved-recomputed", "inputs.length", consistent(prompts_counted_short)),
+    IdentityCase("client-without-digests", "inputs.client-version", edited(client_without_digests, True)),
+]

@@ -1,0 +1,54 @@
+"""Vendor submissions, issue 23 items 4, 5 and 7: inputs tied to the workload, identity, and
+reproduction status. Each forgery starts from the lab's honest bundle and is re-signed with the
+vendor's own key; the evidence is recomputed where the forger would recompute it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dayzero.submission.inputs import PromptCounts
+
+from .submission_corpus.hostile import evidence_name, perf_file
+from .submission_corpus.identity import CASES, IdentityCase
+from .submission_corpus.lab import Lab, make_lab
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Lab:
+    return make_lab(tmp_path_factory.mktemp("vendor-lab"))
+
+
+def test_the_honest_bundle_is_accepted(lab):
+    report = lab.check(lab.bundle)
+    assert report.accepted, "\n".join(report.lines())
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_forgery_is_rejected_with_its_finding(lab, case: IdentityCase, tmp_path):
+    report = lab.check(case.build(lab, tmp_path))
+    assert not [f for f in report.findings if f.requirement == "checker.internal"], report.lines()
+    found = [f for f in report.findings if f.requirement == case.requirement]
+    assert report.exit_code == 1 and found, "\n".join(report.lines())
+    assert all(f.found and f.expected for f in found)
+    if case.file_suffix:
+        assert any(f.file.endswith(case.file_suffix) for f in found), "\n".join(report.lines())
+
+
+# --- item 4: inputs tied to the workload --------------------------------------------------------
+
+
+def test_a_prompt_is_counted_alike_each_time_a_cell_sends_it():
+    counts = PromptCounts()
+    assert counts.note("d1", 40, "a", "f1") == "" and counts.note("d2", 12, "b", "f1") == ""
+    assert counts.note("d1", 40, "c", "f2") == ""
+    said = counts.note("d1", 20, "d", "f2")
+    assert "20 prompt tokens, 40" in said and "a in f1" in said
+
+
+def test_the_honest_records_carry_the_digests_the_plan_regenerates(lab):
+    members = lab.members()
+    records = json.loads(members[perf_file(members, evidence_name(members))])
+    assert records["client"]["version"] >= 4
+    assert all(len(r["prompt_digest"]) == 64 for r in records["records"])
