@@ -8,11 +8,14 @@ import json
 
 import pytest
 
+from dayzero.submission.accept import accept
+from dayzero.submission.bundle import MANIFEST, SIGNATURE, SUBMISSION
 from dayzero.submission.inputs import PromptCounts
 
 from .submission_corpus.hostile import evidence_name, perf_file
-from .submission_corpus.identity import CASES, IdentityCase
+from .submission_corpus.identity import CASES, IdentityCase, reserialised
 from .submission_corpus.lab import Lab, make_lab
+from .submission_corpus.tarkit import edit_json, manifest_for, sign_bytes, write_members
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +55,25 @@ def test_the_honest_records_carry_the_digests_the_plan_regenerates(lab):
     records = json.loads(members[perf_file(members, evidence_name(members))])
     assert records["client"]["version"] >= 4
     assert all(len(r["prompt_digest"]) == 64 for r in records["records"])
+
+
+# --- item 5: identity ---------------------------------------------------------------------------
+
+
+def _as_mallory(members: dict, lab: Lab, tmp_path):
+    members = {n: d for n, d in members.items() if n not in (MANIFEST, SIGNATURE)}
+    members = edit_json(members, SUBMISSION, lambda doc: doc.update(vendor="mallory"))
+    members[MANIFEST] = manifest_for(members, "mallory")
+    members[SIGNATURE] = sign_bytes(members[MANIFEST], lab.other_key, tmp_path)
+    return write_members(tmp_path / "mallory.tar.gz", members)
+
+
+def test_a_run_re_encoded_by_another_vendor_is_a_replay(lab, tmp_path):
+    reports = tmp_path / "reports"
+    assert accept(lab.bundle, lab.ref, reports)[0].accepted
+    theirs = _as_mallory(reserialised(lab.members()), lab, tmp_path)
+    assert lab.check(theirs).accepted  # on its own, a valid bundle of mallory's
+    report, written = accept(theirs, lab.ref, reports)
+    replay = [f for f in report.findings if f.requirement == "identity.replay"]
+    assert written == [] and replay and "acme" in replay[0].found, report.lines()
+    assert len(replay) == sum(1 for n in lab.members() if "/records/" in n and ".metrics." not in n)

@@ -66,9 +66,35 @@ def client_without_digests(members: Members) -> Members:
     return edit_json(members, _perf(members), change)
 
 
+def one_run_two_cells(members: Members) -> Members:
+    """One cell's measured phase claimed again as another cell's (the plan asks both the same
+    requests): the records are the first cell's, byte for byte."""
+    import json
+
+    named = {}
+    for name in sorted(n for n in members if n.startswith("evidence/")):
+        for rel in json.loads(members[name])["records"]:
+            if rel.endswith("-c1-r0.json") and "/records/perf-" in rel:
+                named.setdefault(rel.rsplit("/", 1)[1], []).append(rel)
+    source, target = next(rels for rels in named.values() if len(rels) > 1)[:2]
+    return {**members, target: members[source]}
+
+
+def reserialised(members: Members) -> Members:
+    """Every records file re-encoded (indented, keys sorted): new bytes, the same run."""
+    import json
+
+    out = dict(members)
+    for name, data in members.items():
+        if "/records/" in name and not name.endswith(".metrics.json"):
+            out[name] = json.dumps(json.loads(data), indent=1, sort_keys=True).encode()
+    return out
+
+
 CASES = [
     IdentityCase("prompt-digest-of-another-prompt", "inputs.digest", edited(digest_of_another_prompt, True)),
     IdentityCase("prompts-shortened-recomputed", "inputs.length", consistent(shorter_prompts), "-r0.json"),
     IdentityCase("prompt-tokens-halved-recomputed", "inputs.length", consistent(prompts_counted_short)),
     IdentityCase("client-without-digests", "inputs.client-version", edited(client_without_digests, True)),
+    IdentityCase("one-run-backs-two-cells", "identity.one-run", consistent(one_run_two_cells), "-c1-r0.json"),
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import random
 import time
 from pathlib import Path
 
@@ -75,6 +76,7 @@ class FakeClient:
         self.clock = start
         self.texts = texts
         self.itl_s = itl_s
+        self.jitter = random.Random(start)
         self.generated = 0
         self.served: list[tuple[float, int, int, int, float]] = []  # send, slot, prompt, tokens, time
 
@@ -106,7 +108,9 @@ class FakeClient:
             text = self.texts.get(req["id"])
             n = req["max_tokens"] if text is None else max(1, min(len(text.split()), req["max_tokens"]))
             text = text if text is not None else " ".join(f"w{j % 50}x{i}" for j in range(n))
-            chunks = [round(TTFT_S + j * self.itl_s, 6) for j in range(n)]
+            # a real server's token gaps vary: no two runs stream a request alike (identity)
+            gaps = [self.itl_s * (0.9 + 0.2 * self.jitter.random()) for _ in range(n)]
+            chunks = [round(TTFT_S + sum(gaps[:j]), 6) for j in range(n)]
             end = send + chunks[-1] + 0.001
             slots[slot] = end
             self.generated += n
