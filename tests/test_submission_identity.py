@@ -77,3 +77,25 @@ def test_a_run_re_encoded_by_another_vendor_is_a_replay(lab, tmp_path):
     replay = [f for f in report.findings if f.requirement == "identity.replay"]
     assert written == [] and replay and "acme" in replay[0].found, report.lines()
     assert len(replay) == sum(1 for n in lab.members() if "/records/" in n and ".metrics." not in n)
+
+
+B300 = {"accelerators_seen": 8, "memory_total_gb": 2148.0, "driver_version": "580.65.06"}
+
+
+@pytest.mark.parametrize(
+    "facts, problem",
+    [
+        (B300, ""),
+        ({**B300, "driver_version": "none (cpu)"}, "no accelerator driver"),
+        ({**B300, "accelerators_seen": 4}, "4 accelerators seen"),
+        ({**B300, "memory_total_gb": 632.0}, "632.0 GB"),  # eight H100s' memory
+        ({**B300, "memory_total_gb": None}, "None GB"),
+        ({"driver_version": "580.65.06"}, "accelerators_seen None"),
+    ],
+    ids=["b300", "cpu-driver", "count", "memory", "no-memory", "no-count"],
+)
+def test_preflight_facts_must_be_those_of_the_claimed_kind(lab, facts, problem):
+    from dayzero.submission.configuration import facts_problem
+
+    said = facts_problem(facts, lab.matrix.hardware["b300"], 8)
+    assert problem in said and bool(said) == bool(problem), said

@@ -66,6 +66,7 @@ class HostFacts:
     driver_version: str | None = None
     foreign_load: dict | None = None  # a `hostload.HostLoad` sample taken at preflight, if it could be
     image: dict | None = None  # container hosts: the image the engine was checked in (ImageFacts)
+    model_files: tuple[dict, ...] = ()  # the card's files as read on the host (`weights.facts`)
 
     @property
     def healthy(self) -> bool:
@@ -213,10 +214,12 @@ def gather(
             versions[engine] = " ".join(out.split())[:200]
         else:
             problems.append(f"engine {engine} not usable{where}: `{command}`: {redact(out[-200:], secrets)}")
+    files: tuple[dict, ...] = ()
     if model_files:  # the card's weights, under this host's {model_root}
         wanted = weights.resolve(model_files, host.var)
         ok, out = _run(transport, weights.check_command(wanted), 600)  # a GGUF's sha256 takes a while
         problems += [f"{p} on {host.name}" for p in weights.problems(wanted, out if ok else "")]
+        files = weights.facts(wanted, out if ok else "")
     ncpu = int(cpus) if cpus.isdigit() else None
     driver = driver_version(transport, tool)
     load = hostload.sample(transport, interval=1.0)
@@ -233,6 +236,7 @@ def gather(
         driver,
         load.to_json() if load else None,
         seen_image,
+        files,
     )
 
 

@@ -91,10 +91,66 @@ def reserialised(members: Members) -> Members:
     return out
 
 
+def _each_evidence(change) -> Callable[[Members], Members]:
+    def edit(members: Members) -> Members:
+        for name in sorted(n for n in members if n.startswith("evidence/")):
+            members = edit_json(members, name, change)
+        return members
+
+    return edit
+
+
+def _facts(change) -> Callable[[Members], Members]:
+    def each(doc):
+        for host in doc["hosts"]:
+            change(host["facts"])
+
+    return _each_evidence(each)
+
+
+def _other_weights(facts):
+    facts["model_files"][0]["sha256"] = hashlib.sha256(b"another model").hexdigest()
+
+
+def _gpu_facts(facts):
+    facts.update(driver_version="570.86.15", accelerators_seen=8, memory_total_gb=1128.0)
+
+
+def _no_facts(facts):
+    facts.pop("accelerators_seen", None)
+
+
+def _lease_short(doc):
+    for host in doc["hosts"]:
+        host["lease"]["released"] = doc["run"]["started"]
+
+
+def harness_version(members: Members) -> Members:
+    """A version the harness commit never had, said alike by the submission and every run."""
+    members = _each_evidence(lambda doc: doc["run"].update(harness_version="9.9.9"))(members)
+    return edit_json(members, "submission.json", lambda doc: doc["harness"].update(version="9.9.9"))
+
+
 CASES = [
     IdentityCase("prompt-digest-of-another-prompt", "inputs.digest", edited(digest_of_another_prompt, True)),
     IdentityCase("prompts-shortened-recomputed", "inputs.length", consistent(shorter_prompts), "-r0.json"),
     IdentityCase("prompt-tokens-halved-recomputed", "inputs.length", consistent(prompts_counted_short)),
     IdentityCase("client-without-digests", "inputs.client-version", edited(client_without_digests, True)),
+    IdentityCase(
+        "weights-of-another-checksum", "configuration.model-files", edited(_facts(_other_weights), True)
+    ),
+    IdentityCase(
+        "weights-not-recorded",
+        "configuration.model-files",
+        edited(_facts(lambda f: f.pop("model_files")), True),
+    ),
+    IdentityCase(
+        "harness-version-not-its-commits", "configuration.harness-version", edited(harness_version, True)
+    ),
+    IdentityCase(
+        "lease-released-before-the-records", "configuration.lease", edited(_each_evidence(_lease_short), True)
+    ),
+    IdentityCase("gpu-facts-for-a-cpu-cell", "configuration.facts", edited(_facts(_gpu_facts), True)),
+    IdentityCase("facts-missing", "configuration.facts", edited(_facts(_no_facts), True)),
     IdentityCase("one-run-backs-two-cells", "identity.one-run", consistent(one_run_two_cells), "-c1-r0.json"),
 ]

@@ -21,7 +21,7 @@ from dayzero import __version__, evidence
 from dayzero.checks.accuracy import load_eval
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.lab.lease import Lease
-from dayzero.lab.preflight import HostFacts
+from dayzero.lab.preflight import NO_DRIVER, HostFacts
 from dayzero.loadgen.client import VERSION as CLIENT_VERSION
 from dayzero.loadgen.client import prompt_digest
 from dayzero.run import plan, records
@@ -266,7 +266,18 @@ def run_cell(
     (reports / log).parent.mkdir(parents=True, exist_ok=True)
     launch = evidence.launches_json(recipe, ())[0]["command"]
     (reports / log).write_text(server_log(launch, client.served, start - 1.0))
-    facts = HostFacts(HOST.name, True, cpus=2, engine_versions={card.engine.name: ENGINE_VERSION})
+    facts = HostFacts(
+        HOST.name,
+        True,
+        accelerators_seen=1,
+        memory_total_gb=7.8,
+        cpus=2,
+        engine_versions={card.engine.name: ENGINE_VERSION},
+        driver_version=NO_DRIVER,
+        model_files=tuple(
+            {"role": f.role, "path": f.path, "size": f.size, "sha256": f.sha256} for f in card.model_files
+        ),
+    )
     doc = evidence.build(
         cell,
         checks,
