@@ -99,3 +99,42 @@ def test_preflight_facts_must_be_those_of_the_claimed_kind(lab, facts, problem):
 
     said = facts_problem(facts, lab.matrix.hardware["b300"], 8)
     assert problem in said and bool(said) == bool(problem), said
+
+
+@pytest.mark.parametrize("kinds", ['kinds="b300,gb300"', ""], ids=["other-kinds", "unbound"])
+def test_a_vendors_key_signs_only_for_the_hardware_kinds_it_is_bound_to(lab, tmp_path, kinds):
+    from dataclasses import replace
+
+    from .submission_corpus.tarkit import write_allowed_signers
+
+    allowed = write_allowed_signers(tmp_path / "allowed_signers", [("acme", lab.key)], kinds=kinds)
+    report = check_with(lab, replace, allowed)
+    found = [f for f in report.findings if f.requirement == "signature.kinds"]
+    assert found and "cpu" in found[0].expected, report.lines()
+    assert not [f for f in report.findings if f.requirement == "signature.verify"]
+
+
+def test_the_allowed_signers_kinds_option_is_read_and_hidden_from_ssh_keygen(tmp_path):
+    from dayzero.submission.signers import bound_kinds, for_ssh_keygen
+
+    path = tmp_path / "allowed_signers"
+    path.write_text(
+        "# comment\n"
+        'acme namespaces="dayzero",kinds="b300,gb300" ssh-ed25519 AAAA1 acme-ci\n'
+        'acme kinds="cpu",namespaces="dayzero" ssh-ed25519 AAAA2\n'
+        'beta namespaces="dayzero" ssh-ed25519 AAAA3\n'
+    )
+    assert (
+        for_ssh_keygen(path.read_text(), "acme", {"cpu"}) == 'acme namespaces="dayzero" ssh-ed25519 AAAA2\n'
+    )
+    assert for_ssh_keygen(path.read_text(), "acme", {"b300"}).startswith(
+        'acme namespaces="dayzero" ssh-ed25519 AAAA1'
+    )
+    assert for_ssh_keygen(path.read_text(), "beta", {"cpu"}) == ""
+    assert bound_kinds(path.read_text(), "acme") == {"b300", "gb300", "cpu"}
+
+
+def check_with(lab, replace, allowed):
+    from dayzero.submission.check import check_bundle
+
+    return check_bundle(lab.bundle, replace(lab.ref, allowed_signers=allowed))
