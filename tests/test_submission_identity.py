@@ -4,6 +4,7 @@ vendor's own key; the evidence is recomputed where the forger would recompute it
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -138,3 +139,76 @@ def check_with(lab, replace, allowed):
     from dayzero.submission.check import check_bundle
 
     return check_bundle(lab.bundle, replace(lab.ref, allowed_signers=allowed))
+
+
+# --- item 7: reproduction status ----------------------------------------------------------------
+
+
+def _accepted_reports(lab, tmp_path):
+    reports = tmp_path / "reports"
+    report, written = accept(lab.bundle, lab.ref, reports)
+    assert report.accepted and written
+    return reports, written
+
+
+def _lab_run_of(path, reports, scale: float):
+    """The lab's own run of a vendor's cell: the same recipe, its floors measured `scale` times."""
+    doc = json.loads(path.read_text())
+    for key in ("source", "checked", "submission"):
+        doc.pop(key, None)
+    doc["run"]["id"] = "lab-" + doc["run"]["id"]
+    for key in ("started", "finished"):  # an earlier run: the vendor's stays the cell's latest
+        when = dt.datetime.fromisoformat(doc["run"][key]) - dt.timedelta(minutes=1)
+        doc["run"][key] = when.isoformat(timespec="seconds")
+    for c in doc["checks"]:
+        if c["name"].startswith("floor:") and isinstance(c.get("measured"), int | float):
+            c["measured"] *= scale
+    (reports / "evidence" / f"lab-{path.name}").write_text(json.dumps(doc))
+    return doc["cell"]
+
+
+def test_an_accepted_vendor_cell_is_verified_by_the_vendor_until_a_second_party_reproduces_it(lab, tmp_path):
+    from dayzero.report.acceptance import rows, to_html, to_markdown
+
+    reports, written = _accepted_reports(lab, tmp_path)
+    table = {r.cell.id: r for r in rows(lab.matrix, reports)}
+    vendor_cells = {json.loads(p.read_text())["cell"] for p in written}
+    assert {table[c].label for c in vendor_cells} == {"Verified (vendor)"}
+    # a lab run of one cell: same recipe digest, throughput and latency within the card's 10%
+    same = _lab_run_of(written[0], reports, 1.0)
+    # a lab run of another that does not reproduce: every floor measured 30% off the vendor's
+    off = _lab_run_of(written[1], reports, 0.7)
+    table = {r.cell.id: r for r in rows(lab.matrix, reports)}
+    assert table[same].label == "Verified (reproduced)"
+    assert table[off].label == "Verified (vendor)"
+    md, html = to_markdown(list(table.values()), reports), to_html(list(table.values()), reports)
+    assert "| Verified (vendor) |" in md and 'data-reproduction="vendor"' in html
+
+
+def test_reproduction_holds_each_floor_to_the_cards_tolerance_in_its_direction():
+    from dayzero.report.reproduction import agrees
+
+    directions = {"floor:tps": "min", "floor:ttft": "max"}
+    vendor = {"checks": [{"name": "floor:tps", "measured": 100.0}, {"name": "floor:ttft", "measured": 50.0}]}
+
+    def other(tps, ttft):
+        return {"checks": [{"name": "floor:tps", "measured": tps}, {"name": "floor:ttft", "measured": ttft}]}
+
+    assert agrees(vendor, other(91.0, 54.0), directions, 0.1)
+    assert not agrees(vendor, other(89.0, 50.0), directions, 0.1)  # 11% slower
+    assert not agrees(vendor, other(100.0, 56.0), directions, 0.1)  # 12% more latency
+    assert not agrees(vendor, {"checks": [{"name": "floor:tps", "measured": 100.0}]}, directions, 0.1)
+
+
+def test_audit_picks_a_seeded_sample_and_says_what_a_rerun_must_reproduce(lab, tmp_path, capsys):
+    from dayzero import cli
+
+    reports, written = _accepted_reports(lab, tmp_path)
+    args = ["--matrix", str(lab.matrix.root), "submission", "audit", "--reports", str(reports), "--sample", "2"]
+    assert cli.main([*args, "--seed", "7"]) == 0
+    first = capsys.readouterr().out
+    assert cli.main([*args, "--seed", "7"]) == 0
+    assert capsys.readouterr().out == first  # the same seed, the same sample
+    cells = [line for line in first.splitlines() if line.startswith("- ")]
+    assert len(cells) == 2 and all("acme" in line and "recipe" in line for line in cells)
+    assert "floor:" in first and ">=" in first and "sha256" in first.lower()
