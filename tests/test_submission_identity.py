@@ -204,7 +204,8 @@ def test_audit_picks_a_seeded_sample_and_says_what_a_rerun_must_reproduce(lab, t
     from dayzero import cli
 
     reports, written = _accepted_reports(lab, tmp_path)
-    args = ["--matrix", str(lab.matrix.root), "submission", "audit", "--reports", str(reports), "--sample", "2"]
+    args = ["--matrix", str(lab.matrix.root), "submission", "audit", "--reports", str(reports)]
+    args += ["--sample", "2"]
     assert cli.main([*args, "--seed", "7"]) == 0
     first = capsys.readouterr().out
     assert cli.main([*args, "--seed", "7"]) == 0
