@@ -89,6 +89,22 @@ def test_sessions_resend_history_turn_by_turn():
     assert len(recs) == 6 and all(r["error"] is None for r in recs)
 
 
+def test_every_record_carries_the_digest_of_the_prompt_the_workload_asked_for():
+    """The checker regenerates each request from the workload and compares this digest: a
+    session's turn is digested over the session's own inputs, never the server's answers."""
+    from dayzero.loadgen.client import VERSION, prompt_digest
+
+    chat = load_workload(WORKLOADS, "agentx", {"turns": 2, "max_tokens": 4}).requests(4)
+    plain = reqs(2, kind="chat")
+    with StubServer() as stub:
+        out = client({"action": "load", "url": stub.url, "concurrency": 2, "requests": plain + chat})
+    digests = {r["id"]: r["prompt_digest"] for r in out["records"]}
+    want = {r["id"]: prompt_digest(r) for r in plain}
+    want |= {f"{s['id']}/t{k}": prompt_digest(s, k) for s in chat for k in range(2)}
+    assert digests == want and len(set(want.values())) == len(want) - 1  # r0, r1 ask the same
+    assert out["client"]["version"] == VERSION >= 4
+
+
 def test_faults_become_errors_not_numbers():
     with StubServer(StubConfig(fail_every=2)) as stub:
         out = client({"action": "load", "url": stub.url, "concurrency": 1, "requests": reqs(4)})
@@ -219,8 +235,8 @@ def test_client_stays_stdlib_and_python38_compatible():
     tree = ast.parse(client_source(), feature_version=(3, 8))
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    stdlib = {"asyncio", "glob", "http", "json", "mmap", "os", "shutil", "struct", "subprocess", "sys"}
-    assert imported <= stdlib | {"threading", "time", "urllib"}
+    stdlib = {"asyncio", "glob", "hashlib", "http", "json", "mmap", "os", "shutil", "struct", "subprocess"}
+    assert imported <= stdlib | {"sys", "threading", "time", "urllib"}
 
 
 def test_a_saturated_client_is_retried_with_more_processes_when_the_host_has_cores():

@@ -257,7 +257,7 @@ def test_accept_adds_vendor_evidence_and_the_table_shows_it_verified(lab, tmp_pa
     day = report.checked[:10]
     for cell in one_host_cells(lab.matrix):
         row = next(line for line in table.splitlines() if f"`{cell.id}`" in line)
-        assert "| Verified |" in row and f"| {VENDOR} (checked {day}) |" in row
+        assert "| Verified (vendor) |" in row and f"| {VENDOR} (checked {day}) |" in row
 
 
 def test_accept_of_a_rejected_bundle_writes_nothing(lab, tmp_path):

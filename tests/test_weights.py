@@ -86,6 +86,18 @@ def test_the_file_present_with_its_size_and_checksum_passes(tmp_path):
     assert problems_on_host(tmp_path, files()) == []
 
 
+def test_preflight_keeps_each_model_files_size_and_checksum_as_a_fact(tmp_path):
+    """What the submission checker holds a vendor's weights to: the file by checksum, not name."""
+    place(tmp_path)
+    ctx = context(tmp_path, files())
+    (host,) = ctx.inventory.hosts
+    card = ctx.matrix.card(ctx.matrix.cells[0])
+    with open_transport(host, ctx.inventory) as t:
+        facts = gather(t, ctx.matrix.hardware["cpu"], {}, model_files=card.model_files)
+    assert facts.model_files == ({"role": "weights", "path": INDEX, "size": len(BODY), "sha256": SHA},)
+    assert json.loads(json.dumps(facts.__dict__))["model_files"][0]["sha256"] == SHA
+
+
 @pytest.mark.parametrize(
     "body, index, expected",
     [

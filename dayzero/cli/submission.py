@@ -1,4 +1,4 @@
-"""`dayzero submission pack | check | accept`: vendor submissions from the command line."""
+"""`dayzero submission pack | check | accept | audit`: vendor submissions from the command line."""
 
 from __future__ import annotations
 
@@ -97,6 +97,24 @@ def cmd_accept(args) -> int:
     return report.exit_code
 
 
+def cmd_audit(args) -> int:
+    """A seeded sample of accepted vendor cells, each with what a re-run must reproduce."""
+    from dayzero import evidence
+    from dayzero.report.reproduction import audit
+
+    matrix = load_matrix(args.matrix)
+    docs = [doc for _, doc in evidence.iter_evidence(Path(args.reports))]
+    items = audit(docs, args.sample, args.seed)
+    print(
+        f"audit: {len(items)} accepted vendor cell(s) drawn with seed {args.seed}; a re-run of each "
+        "recipe on the same hardware kind must reproduce every floor below"
+    )
+    for item in items:
+        for line in item.lines(matrix):
+            print(escape(line))
+    return 0
+
+
 def add(verbs) -> None:
     parser = verbs.add_parser(
         "submission", help="vendor submissions: pack, check, accept signed bundles", description=__doc__
@@ -138,3 +156,11 @@ def add(verbs) -> None:
                 help="the lab's reports directory: also refuse what accept would (records accepted before)",
             )
         p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "audit", help="draw a seeded sample of accepted vendor cells to re-run, with what to reproduce"
+    )
+    p.add_argument("--reports", default="reports", help="reports directory holding the accepted evidence")
+    p.add_argument("--sample", type=int, default=5, help="how many cells to draw (default: 5)")
+    p.add_argument("--seed", type=int, default=0, help="the draw's seed: the same seed draws the same cells")
+    p.set_defaults(func=cmd_audit)

@@ -85,6 +85,7 @@ class HostFacts:
     foreign_load: dict | None = None  # a `hostload.HostLoad` sample taken at preflight, if it could be
     image: dict | None = None  # container hosts: the image the engine was checked in (ImageFacts)
     memory_bandwidth_gbs: float | None = None  # measured where the kind publishes none (cpu)
+    model_files: tuple[dict, ...] = ()  # the card's files as read on the host (`weights.facts`)
 
     @property
     def healthy(self) -> bool:
@@ -250,10 +251,12 @@ def gather(
             versions[engine] = " ".join(out.split())[:200]
         else:
             problems.append(f"engine {engine} not usable{where}: `{command}`: {redact(out[-200:], secrets)}")
+    files: tuple[dict, ...] = ()
     if model_files:  # the card's weights, under this host's {model_root}
         wanted = weights.resolve(model_files, host.var)
         ok, out = _run(transport, weights.check_command(wanted), 600)  # a GGUF's sha256 takes a while
         problems += [f"{p} on {host.name}" for p in weights.problems(wanted, out if ok else "")]
+        files = weights.facts(wanted, out if ok else "")
     ncpu = int(cpus) if cpus.isdigit() else None
     driver = driver_version(transport, tool)
     load = hostload.sample(transport, interval=1.0)
@@ -273,6 +276,7 @@ def gather(
         load.to_json() if load else None,
         seen_image,
         bandwidth if hardware.measured else None,
+        files,
     )
 
 

@@ -47,13 +47,36 @@ def check_command(wanted: Sequence[Wanted]) -> str:
     return "; ".join(lines)
 
 
-def problems(wanted: Sequence[Wanted], output: str) -> list[str]:
-    """What is wrong with the host's files, from `check_command`'s output; one line each."""
+def _read(output: str) -> dict[int, tuple[str, str]]:
     seen: dict[int, tuple[str, str]] = {}
     for line in output.splitlines():
         parts = line.split()
         if len(parts) == 4 and parts[0] == MARK and parts[1].isdigit():
             seen[int(parts[1])] = (parts[2], parts[3])
+    return seen
+
+
+def facts(wanted: Sequence[Wanted], output: str) -> tuple[dict, ...]:
+    """Each file as the host holds it (the card's path, size, sha256 where read), kept in the
+    evidence: a vendor's weights are then known by checksum, not by the name a command gives."""
+    seen = _read(output)
+    out = []
+    for i, w in enumerate(wanted):
+        size, digest = seen.get(i, ("unread", "-"))
+        out.append(
+            {
+                "role": w.file.role,
+                "path": w.file.path,
+                "size": int(size) if size.isdigit() else None,
+                "sha256": digest if digest != "-" else None,
+            }
+        )
+    return tuple(out)
+
+
+def problems(wanted: Sequence[Wanted], output: str) -> list[str]:
+    """What is wrong with the host's files, from `check_command`'s output; one line each."""
+    seen = _read(output)
     out = []
     for i, w in enumerate(wanted):
         f, what = w.file, f"{w.file.role} file {w.path}"

@@ -17,7 +17,8 @@ Raw per-request record (every summary is computed by the harness from these):
   process), reused (keep-alive connection reused), plus session/turn for multi-turn sessions;
   tool_calls (name, arguments as streamed, id) and reasoning (the reasoning field's text) where
   the server returned any; in an open-loop run (requests carrying an arrival time `at`),
-  scheduled (when it was due).
+  scheduled (when it was due); prompt_digest (`prompt_digest`: what the workload asked, so the
+  checker can hold each record to the request it regenerates; version 4 on).
 
 Stall: with `stall_s` in the spec, requests in flight and no streamed event from any of them (in
 any client process) for that long end the phase at once: every connection is dropped, the
@@ -29,6 +30,7 @@ so the controller can tell a silent host (network gone) from a long phase.
 # ruff: noqa: UP041 - asyncio.TimeoutError is not the builtin TimeoutError before Python 3.11
 import asyncio
 import glob
+import hashlib
 import json
 import mmap
 import os
@@ -40,7 +42,7 @@ import threading
 import time
 import urllib.parse
 
-VERSION = 3
+VERSION = 4  # 4: records carry prompt_digest
 BEAT = b"dayzero-client: alive\n"  # on stderr every `beat_s`; the controller drops these lines
 READ_LIMIT = 1 << 24  # asyncio's 64 KiB default cuts long SSE lines (and throughput) short
 _WALL0 = time.time()
@@ -223,6 +225,27 @@ def _body_for(req, messages=None):
     return "/v1/completions", body
 
 
+def prompt_digest(req, turn=None):
+    """sha256 of the prompt a request asks for (canonical JSON): a completion's prompt, a chat's
+    messages, the tools it offers; for turn `turn` of a session, its opening messages and user
+    turns up to that one (the server's answers in between are not the workload's)."""
+    kind = req.get("kind", "chat")
+    if turn is not None:
+        messages = list(req.get("messages") or [])
+        messages += [{"role": "user", "content": t["content"]} for t in req["turns"][: turn + 1]]
+        asked = {"kind": "chat", "messages": messages}
+    elif kind == "chat":
+        messages = req.get("messages") or [{"role": "user", "content": req["prompt"]}]
+        asked = {"kind": kind, "messages": messages}
+    else:
+        asked = {"kind": kind, "prompt": req["prompt"]}
+    tools = (req.get("extra") or {}).get("tools")
+    if tools is not None:
+        asked["tools"] = tools
+    text = json.dumps(asked, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def new_record(req, proc):
     record = {
         "id": req.get("id"),
@@ -242,6 +265,8 @@ def new_record(req, proc):
     }
     if "input_len" in req:
         record["input_len"] = req["input_len"]
+    if "turns" not in req:  # a session's turns: `one` digests each turn
+        record["prompt_digest"] = prompt_digest(req)
     return record
 
 
@@ -405,6 +430,7 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval, watch
             req = dict(item, id=f"{item['id']}/t{k}", kind="chat", max_tokens=turn["max_tokens"])
             rec = await bounded(conn, req, messages)
             rec["session"], rec["turn"] = item["id"], k
+            rec["prompt_digest"] = prompt_digest(item, k)
             out.append(rec)
             if rec["error"] or watch.stall is not None:
                 break

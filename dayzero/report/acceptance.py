@@ -3,7 +3,9 @@
 No status is typed by hand. The badges mean what the cookbook's mean:
 
 - **Verified**: the latest evidence passed, and is still current (date, engine version, link).
-  Only evidence earns it: a dayzero run here, or a vendor's submission the checker accepted.
+  Only evidence earns it: a dayzero run here, or a vendor's submission the checker accepted,
+  shown "Verified (vendor)" on the vendor's word alone and "Verified (reproduced)" once a second
+  party matched it (`dayzero.report.reproduction`).
 - **Failed** / **Broken**: the latest evidence failed (product) or broke (lab fault).
 - **Stale**: there is evidence, but it no longer vouches for the cell: the recipe digest changed
   since the run, the engine version changed since the run, or the run is older than the age
@@ -31,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dayzero import evidence
@@ -44,6 +46,7 @@ from dayzero.escape import escape
 from dayzero.redact import redact
 from dayzero.report import claims as claims_table
 from dayzero.report import engines as engine_grids
+from dayzero.report import reproduction
 from dayzero.report import speculative as accepted_table
 from dayzero.spec.engine_identity import same_engine
 from dayzero.spec.matrix import Cell, Matrix
@@ -64,6 +67,16 @@ class Row:
     evidence: Path | None = None
     claims: tuple[claims_table.ClaimRow, ...] = ()  # the card's claims, as this evidence answers them
     accepted: tuple[accepted_table.Accepted, ...] = ()  # speculative accepted length per workload
+    reproduction: str = ""  # an accepted vendor cell's: vendor | reproduced (dayzero.report.reproduction)
+
+    @property
+    def label(self) -> str:
+        """The status as the table prints it: a Verified vendor cell says whose word it rests on."""
+        return (
+            f"{self.status} ({self.reproduction})"
+            if self.status == "Verified" and self.reproduction
+            else self.status
+        )
 
 
 def latest_evidence(reports_dir: Path) -> dict[str, tuple[Path, dict]]:
@@ -75,9 +88,7 @@ def latest_evidence(reports_dir: Path) -> dict[str, tuple[Path, dict]]:
     return latest
 
 
-def from_vendor(doc: dict) -> bool:
-    """Evidence accepted from a vendor bundle (it says what the vendor ran, not what the lab runs)."""
-    return "submission" in doc or doc.get("source", "dayzero") != "dayzero"
+from_vendor = reproduction.from_vendor
 
 
 def current_engine_versions(docs: list[dict]) -> dict[tuple[str, str], str]:
@@ -211,21 +222,23 @@ def rows(
     max_age_days: float = DEFAULT_MAX_AGE_DAYS,
 ) -> list[Row]:
     latest = latest_evidence(reports_dir)
-    engines = current_engine_versions([doc for _, doc in evidence.iter_evidence(reports_dir)])
+    docs = [doc for _, doc in evidence.iter_evidence(reports_dir)]
+    engines = current_engine_versions(docs)
     out = []
     for cell in matrix.cells:
         found = latest.get(cell.id)
         engine_name = matrix.card(cell).engine.name
-        out.append(
-            row_for(
-                matrix,
-                cell,
-                found,
-                current_engine=engines.get((cell.hardware, engine_name)),
-                now=now,
-                max_age_days=max_age_days,
-            )
+        row = row_for(
+            matrix,
+            cell,
+            found,
+            current_engine=engines.get((cell.hardware, engine_name)),
+            now=now,
+            max_age_days=max_age_days,
         )
+        if row.status == "Verified" and found is not None:
+            row = replace(row, reproduction=reproduction.status(matrix, found[1], docs))
+        out.append(row)
     return out
 
 
@@ -253,7 +266,7 @@ def to_markdown(table: list[Row], base: Path) -> str:
     for r in table:
         link = f"[json]({_href(r.evidence, base)})" if r.evidence else ""
         detail, source = escape(redact(r.detail), "markdown"), escape(r.source, "markdown")
-        lines.append(f"| `{escape(r.cell.id, 'code')}` | {r.status} | {detail} | {source} | {link} |")
+        lines.append(f"| `{escape(r.cell.id, 'code')}` | {r.label} | {detail} | {source} | {link} |")
     lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(_counts(table).items())), ""]
     lines += engine_grids.to_markdown(engine_grids.grids(table))
     if answered := [c for r in table for c in r.claims]:
@@ -302,15 +315,16 @@ def to_html(table: list[Row], base: Path) -> str:
     def esc(value: str) -> str:
         return escape(value, "html")
 
-    def badge(status: str) -> str:
-        return f'<span class="badge" style="background:{BADGE_COLOURS[status]}">{esc(status)}</span>'
+    def badge(status: str, label: str = "") -> str:
+        return f'<span class="badge" style="background:{BADGE_COLOURS[status]}">{esc(label or status)}</span>'
 
     body = []
     for r in table:
         link = f'<a href="{esc(_href(r.evidence, base))}">json</a>' if r.evidence else ""
         body.append(
-            f'<tr data-cell="{esc(r.cell.id)}" data-status="{esc(r.status)}">'
-            f"<td><code>{esc(r.cell.id)}</code></td><td>{badge(r.status)}</td>"
+            f'<tr data-cell="{esc(r.cell.id)}" data-status="{esc(r.status)}"'
+            f' data-reproduction="{esc(r.reproduction)}">'
+            f"<td><code>{esc(r.cell.id)}</code></td><td>{badge(r.status, r.label)}</td>"
             f"<td>{esc(redact(r.detail))}</td><td>{esc(r.source)}</td><td>{link}</td></tr>"
         )
     totals = ", ".join(f"{k} {v}" for k, v in sorted(_counts(table).items()))

@@ -173,6 +173,7 @@ class Protocol:
     saturation: SaturationLimits = SaturationLimits()
     compliance: Compliance = Compliance()
     stall: StallPolicy = StallPolicy()
+    reproduction_tolerance: float = 0.10  # a second party's floors within this of a vendor's: reproduced
 
     def num_prompts(self, concurrency: int, override: int | None = None) -> int:
         if override:

@@ -5,8 +5,9 @@ raw records and logs are kept under reports/submissions/<vendor>/<bundle>/ next 
 the verdict, so the acceptance table derives Verified from evidence like any other, and anyone
 can re-check what it rests on. Nothing is typed by hand.
 
-Identity: the sha256 of every accepted raw records file is kept in
-reports/submissions/index.json with the vendor and cell it came from; the same file again from
+Identity: every key an accepted raw records file is known by (`dayzero.submission.identity`: its
+canonical content and its requests' timing fingerprints, however re-encoded) is kept in
+reports/submissions/index.json with the vendor and cell it came from; the same run again from
 another vendor, or from the same vendor for another cell, is a replay and is rejected.
 
 Everything is prepared (and serialised) before the first byte is written; each file is then
@@ -25,11 +26,10 @@ from pathlib import Path
 
 from dayzero import atomic, evidence
 from dayzero.errors import ConfigError
-from dayzero.run.records import is_records_file
-from dayzero.submission.bundle import Reference, Subject, sha256_file
+from dayzero.submission import identity
+from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.check import Report, run_checks
 from dayzero.submission.extract import DEFAULT_LIMITS, Limits
-from dayzero.submission.findings import Finding
 
 SUBMISSIONS_DIR = "submissions"
 INDEX = f"{SUBMISSIONS_DIR}/index.json"
@@ -53,7 +53,7 @@ def accepted_evidence(doc: dict, report: Report, stored: str) -> dict:
 
 
 def load_index(reports_dir: Path) -> dict[str, dict]:
-    """sha256 of an accepted records file -> {vendor, cell, bundle_sha256, file}."""
+    """A key of an accepted records file (`identity.keys`) -> {vendor, cell, bundle_sha256, file}."""
     path = Path(reports_dir) / INDEX
     if not path.exists():
         return {}
@@ -62,37 +62,8 @@ def load_index(reports_dir: Path) -> dict[str, dict]:
     except (OSError, ValueError) as exc:
         raise ConfigError(path, "", f"not a readable submissions index: {exc}") from None
     if not isinstance(index, dict) or not all(isinstance(v, dict) for v in index.values()):
-        raise ConfigError(path, "", "expected a mapping of sha256 to {vendor, cell, bundle_sha256, file}")
+        raise ConfigError(path, "", "expected a mapping of key to {vendor, cell, bundle_sha256, file}")
     return index
-
-
-def run_files(s: Subject) -> list[tuple[str, str, str]]:
-    """(cell, bundle file, sha256) of every raw records file the evidence names (client records:
-    /metrics snapshots of two fresh servers may be identical, a client's timings never are)."""
-    return [
-        (doc["cell"], rel, sha256_file(s.bundle.path(rel)))
-        for _, doc in sorted(s.evidence.items())
-        for rel in doc.get("records", [])
-        if is_records_file(rel)
-    ]
-
-
-def replays(s: Subject, vendor: str, index: dict[str, dict]) -> list[Finding]:
-    """Records accepted before from another vendor or for another cell (or twice in this bundle)."""
-    out, here = [], {}
-    for cell, rel, digest in run_files(s):
-        prior = index.get(digest) or here.get(digest)
-        if prior is not None and (prior["vendor"], prior["cell"]) != (vendor, cell):
-            out.append(
-                Finding(
-                    rel,
-                    "identity.replay",
-                    f"sha256 {digest} already accepted from {prior['vendor']} for {prior['cell']}",
-                    f"records of {vendor}'s own run of {cell}",
-                )
-            )
-        here.setdefault(digest, {"vendor": vendor, "cell": cell})
-    return out
 
 
 def _store_bundle(s: Subject, bundle: Path, verdict: str, dest: Path) -> None:
@@ -131,11 +102,8 @@ def accept(
             name = f"{evidence.slug(doc['cell'])}__{report.vendor}__{doc['run']['id']}.json"
             text = json.dumps(accepted_evidence(doc, report, stored), indent=2, sort_keys=True) + "\n"
             documents[reports_dir / evidence.EVIDENCE_DIR / name] = text.encode()
-        for cell, rel, digest in run_files(subject):
-            index.setdefault(
-                digest,
-                {"vendor": report.vendor, "cell": cell, "bundle_sha256": report.sha256, "file": rel},
-            )
+        for key, entry in identity.index_entries(subject, report.vendor, report.sha256).items():
+            index.setdefault(key, entry)
         index_text = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
         verdict = report.to_markdown()
 

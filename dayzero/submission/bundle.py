@@ -97,3 +97,4 @@ class Reference:
     known_commit: Callable[[str], bool] | None = None
     commit_time: Callable[[str], float | None] | None = None  # when a known commit was made (epoch s)
     now: Callable[[], float] = time.time  # the check time: no run may be dated after it
+    version_at: Callable[[str], str | None] | None = None  # the harness version a known commit carries

@@ -8,6 +8,7 @@ hostile bundle can make the checker say no, never crash it into a yes.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -23,8 +24,11 @@ from dayzero.spec.matrix import load_matrix
 from dayzero.submission import (
     antigaming,
     completeness,
+    configuration,
     engine_account,
     engine_metrics,
+    identity,
+    inputs,
     manifest,
     physics,
     provenance,
@@ -45,6 +49,9 @@ FAMILIES = (
     completeness.CHECKS,
     recompute.CHECKS,
     antigaming.CHECKS,
+    inputs.CHECKS,
+    identity.CHECKS,
+    configuration.CHECKS,
     provenance.CHECKS,
     timeline.CHECKS,
     engine_account.CHECKS,
@@ -183,7 +190,8 @@ def run_checks(
     for family in FAMILIES:
         findings += run_family(family, subject, ref)
     if reports_dir is not None and not findings:
-        from dayzero.submission.accept import load_index, replays
+        from dayzero.submission.accept import load_index
+        from dayzero.submission.identity import replays
 
         findings += replays(subject, subject.vendor, load_index(Path(reports_dir)))
     findings = by_cause(findings)
@@ -266,6 +274,25 @@ def commit_time_in(root: Path) -> Callable[[str], float | None] | None:
     return lambda commit: _commit_time(str(root), commit)
 
 
+@cache
+def _version_at(root: str, commit: str) -> str | None:
+    result = subprocess.run(
+        ["git", "-C", root, "show", f"{commit}:dayzero/__init__.py"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    found = re.search(r'^__version__ = "([^"\n]+)"', result.stdout, re.M) if result.returncode == 0 else None
+    return found.group(1) if found else None
+
+
+def version_at_in(root: Path) -> Callable[[str], str | None] | None:
+    """The harness version a commit of the maintainers' checkout carries: a bundle's is held to it."""
+    if not (Path(root) / ".git").exists():
+        return None
+    return lambda commit: _version_at(str(root), commit)
+
+
 def reference(matrix_dir: Path, goldens_dir: Path, allowed_signers: Path) -> Reference:
     return Reference(
         load_matrix(Path(matrix_dir)),
@@ -273,4 +300,5 @@ def reference(matrix_dir: Path, goldens_dir: Path, allowed_signers: Path) -> Ref
         Path(allowed_signers),
         known_commit=known_commit_in(harness_root(matrix_dir)),
         commit_time=commit_time_in(harness_root(matrix_dir)),
+        version_at=version_at_in(harness_root(matrix_dir)),
     )

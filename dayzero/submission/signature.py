@@ -1,7 +1,8 @@
 """SSH signatures over manifest.json (`ssh-keygen -Y`, namespace `dayzero`).
 
 The identity is the vendor the manifest declares; the allowed-signers file kept in the repository
-says which key may speak for that vendor, so a bundle cannot vouch for itself.
+says which key may speak for that vendor, and for which hardware kinds (`signers`: its
+`kinds="..."` option), so a bundle cannot vouch for itself nor a key for another kind.
 """
 
 from __future__ import annotations
@@ -9,11 +10,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from dayzero.errors import ConfigError, DayzeroError
 from dayzero.submission.bundle import MANIFEST, NAMESPACE, SIGNATURE, VENDOR, Reference, Subject
+from dayzero.submission.cellview import known_cell
+from dayzero.submission.completeness import claimed_cells
 from dayzero.submission.findings import Finding, short
+from dayzero.submission.signers import bound_kinds, for_ssh_keygen
 
 MAX_SIGNATURE_BYTES = 64 << 10
 ARMOR = re.compile(
@@ -46,8 +51,20 @@ def sign(manifest: Path, key: Path) -> Path:
     return sig
 
 
-def verify(manifest: Path, sig: Path, allowed_signers: Path, identity: str) -> tuple[bool, str]:
-    """(valid, what ssh-keygen said): the key must be listed for `identity` in allowed_signers."""
+def verify(manifest: Path, sig: Path, allowed_signers: Path, identity: str, kinds=None) -> tuple[bool, str]:
+    """(valid, what ssh-keygen said): the key must be listed for `identity` in allowed_signers,
+    and, given `kinds`, on a line bound to every one of them."""
+    text = Path(allowed_signers).read_text()
+    lines = for_ssh_keygen(text) if kinds is None else for_ssh_keygen(text, identity, kinds)
+    if not lines:
+        return False, f"no key of {identity} bound to kinds {', '.join(sorted(kinds or ()))}"
+    with tempfile.TemporaryDirectory(prefix="dayzero-signers-") as tmp:
+        plain = Path(tmp) / "allowed_signers"
+        plain.write_text(lines)
+        return _verify(manifest, sig, plain, identity)
+
+
+def _verify(manifest: Path, sig: Path, allowed_signers: Path, identity: str) -> tuple[bool, str]:
     with Path(manifest).open("rb") as data:
         result = subprocess.run(
             [
@@ -113,13 +130,37 @@ def check_signature(s: Subject, ref: Reference) -> list[Finding]:
         ]
     ok, said = verify(bundle.path(MANIFEST), bundle.path(SIGNATURE), ref.allowed_signers, identity)
     if ok:
-        return []
+        return check_kinds(s, ref, identity)
     return [
         Finding(
             SIGNATURE,
             "signature.verify",
             short(said.splitlines()[-1] if said else "no valid signature", 200),
             f"a valid signature by a key allowed for {identity!r} in {Path(ref.allowed_signers).name}",
+        )
+    ]
+
+
+def claimed_kinds(s: Subject, ref: Reference) -> set[str]:
+    """The hardware kinds a bundle submits for: its evidence's and its claimed cells'."""
+    cells = (known_cell(ref.matrix, c) for c in claimed_cells(s))
+    return {doc["hardware"] for doc in s.evidence.values()} | {c.hardware for c in cells if c is not None}
+
+
+def check_kinds(s: Subject, ref: Reference, identity: str) -> list[Finding]:
+    """The key that signed is bound to every hardware kind the bundle submits for."""
+    kinds = claimed_kinds(s, ref)
+    ok, said = verify(s.bundle.path(MANIFEST), s.bundle.path(SIGNATURE), ref.allowed_signers, identity, kinds)
+    if ok:
+        return []
+    bound = bound_kinds(Path(ref.allowed_signers).read_text(), identity)
+    return [
+        Finding(
+            SIGNATURE,
+            "signature.kinds",
+            f"a key of {identity} bound to {', '.join(sorted(bound)) or 'no hardware kind'}"
+            f" ({short(said.splitlines()[-1] if said else '', 120)})",
+            f'a key of {identity} with kinds="{",".join(sorted(kinds))}" in {Path(ref.allowed_signers).name}',
         )
     ]
 

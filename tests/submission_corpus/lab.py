@@ -12,7 +12,13 @@ from pathlib import Path
 from dayzero import __version__
 from dayzero.spec.matrix import Matrix, load_matrix
 from dayzero.submission.bundle import Reference
-from dayzero.submission.check import check_bundle, commit_time_in, harness_root, known_commit_in
+from dayzero.submission.check import (
+    check_bundle,
+    commit_time_in,
+    harness_root,
+    known_commit_in,
+    version_at_in,
+)
 from dayzero.submission.pack import Harness, pack
 
 from .synthetic import SYSTEM, synthetic_run
@@ -54,6 +60,7 @@ class Lab:
             self.allowed,
             known_commit=known_commit_in(harness_root()),
             commit_time=self.commit_time,
+            version_at=version_at_in(harness_root()),
         )
 
     def members(self) -> dict[str, bytes]:

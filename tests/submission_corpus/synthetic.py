@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import random
 import time
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from dayzero import __version__, evidence
 from dayzero.checks.accuracy import load_eval
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.lab.lease import Lease
-from dayzero.lab.preflight import HostFacts
+from dayzero.lab.preflight import NO_DRIVER, HostFacts
+from dayzero.loadgen.client import VERSION as CLIENT_VERSION
+from dayzero.loadgen.client import prompt_digest
 from dayzero.run import plan, records
 from dayzero.run.phases import Endpoint, metered, run_all
 from dayzero.spec.goldens import load_golden
@@ -76,6 +79,7 @@ class FakeClient:
         self.clock = start
         self.texts = texts
         self.itl_s = itl_s
+        self.jitter = random.Random(start)
         self.generated = 0
         self.served: list[tuple[float, int, int, int, float]] = []  # send, slot, prompt, tokens, time
 
@@ -107,7 +111,9 @@ class FakeClient:
             text = self.texts.get(req["id"])
             n = req["max_tokens"] if text is None else max(1, min(len(text.split()), req["max_tokens"]))
             text = text if text is not None else " ".join(f"w{j % 50}x{i}" for j in range(n))
-            chunks = [round(TTFT_S + j * self.itl_s, 6) for j in range(n)]
+            # a real server's token gaps vary: no two runs stream a request alike (identity)
+            gaps = [self.itl_s * (0.9 + 0.2 * self.jitter.random()) for _ in range(n)]
+            chunks = [round(TTFT_S + sum(gaps[:j]), 6) for j in range(n)]
             end = send + chunks[-1] + 0.001
             slots[slot] = end
             self.generated += n
@@ -137,12 +143,13 @@ class FakeClient:
             for key in ("input_len", "session", "turn"):
                 if key in req:
                     record[key] = req[key]
+            record["prompt_digest"] = prompt_digest(req, req.get("turn"))
             records.append(record)
         start, self.clock = self.clock, max(slots) + 0.01
         wall = self.clock - start
         return {
             "client": {
-                "version": 2,
+                "version": CLIENT_VERSION,
                 "python": "3.11",
                 "cpu_count": 2,
                 "processes": spec.get("processes", 1),
@@ -265,9 +272,15 @@ def run_cell(
     facts = HostFacts(
         HOST.name,
         True,
+        accelerators_seen=1,
+        memory_total_gb=7.8,
         cpus=2,
         engine_versions={card.engine.name: ENGINE_VERSION},
         memory_bandwidth_gbs=SYNTHETIC_BANDWIDTH_GBS,
+        driver_version=NO_DRIVER,
+        model_files=tuple(
+            {"role": f.role, "path": f.path, "size": f.size, "sha256": f.sha256} for f in card.model_files
+        ),
     )
     doc = evidence.build(
         cell,

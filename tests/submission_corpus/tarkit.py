@@ -34,11 +34,13 @@ def make_key(directory: Path, vendor: str) -> Path:
     return key
 
 
-def write_allowed_signers(path: Path, entries: list[tuple[str, Path]]) -> Path:
-    """`identity namespaces="dayzero" <public key>` per entry, like submissions/allowed_signers."""
+def write_allowed_signers(path: Path, entries: list[tuple[str, Path]], kinds: str = 'kinds="cpu"') -> Path:
+    """`identity namespaces="dayzero",kinds="cpu" <public key>` per entry, like
+    submissions/allowed_signers (`kinds`: the hardware kinds the key may submit for)."""
     lines = ["# test allowed signers"]
+    options = ",".join(o for o in ('namespaces="dayzero"', kinds) if o)
     for identity, key in entries:
-        lines.append(f'{identity} namespaces="dayzero" {Path(str(key) + ".pub").read_text().strip()}')
+        lines.append(f"{identity} {options} {Path(str(key) + '.pub').read_text().strip()}")
     Path(path).write_text("\n".join(lines) + "\n")
     return Path(path)
 

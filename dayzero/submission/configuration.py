@@ -1,0 +1,175 @@
+"""Configuration held to what it must be, not to what the vendor calls it.
+
+The weights by the checksum (or, where the card knows none, the size) preflight read on every
+host, never by the file name a command gives; the harness version by what its commit says in the
+maintainers' checkout; the hosts' leases around every record; and the host facts preflight saw
+against the hardware kind the cell claims (an accelerator driver on a cpu cell, or none on a GPU
+cell, eight devices where the catalogue has four, memory a kind does not have).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dayzero.lab.preflight import NO_DRIVER
+from dayzero.spec.matrix import Cell, Hardware
+from dayzero.submission.bundle import SUBMISSION, Reference, Subject
+from dayzero.submission.cellview import known_cell
+from dayzero.submission.findings import Finding, short
+from dayzero.submission.timeline import when
+
+LEASE_SLACK_S = 5.0  # lease times are ISO seconds
+MEMORY_SLACK = 0.15  # device tools report GiB of a kind sold in GB, less what firmware keeps
+
+
+def _hosts(s: Subject, ref: Reference) -> Iterator[tuple[str, dict, Cell, dict]]:
+    for name, doc in sorted(s.evidence.items()):
+        if (cell := known_cell(ref.matrix, doc["cell"])) is not None:
+            for host in doc["hosts"]:
+                yield name, doc, cell, host
+
+
+def _facts(host: dict) -> dict:
+    return host.get("facts") if isinstance(host.get("facts"), dict) else {}
+
+
+def _label(host: dict) -> str:
+    return short(host.get("name"), 40)
+
+
+def model_file_problem(want, seen: list) -> str:
+    """Why the files a host held are not the card's file `want` ('' when one is)."""
+    same = [f for f in seen if isinstance(f, dict) and f.get("path") == want.path]
+    if not same:
+        return f"no {want.role} file {want.path} recorded"
+    got = same[0]
+    if want.sha256 and got.get("sha256") != want.sha256:
+        return f"{want.role} file {want.path} has sha256 {short(got.get('sha256'), 70)}"
+    if want.size is not None and got.get("size") != want.size:
+        return f"{want.role} file {want.path} has {short(got.get('size'))} bytes"
+    return ""
+
+
+def check_model_files(s: Subject, ref: Reference) -> list[Finding]:
+    """Every host held the card's weights and draft models, by checksum where the card has one."""
+    out = []
+    for name, _, cell, host in _hosts(s, ref):
+        seen = _facts(host).get("model_files")
+        for want in ref.matrix.card(cell).model_files:
+            problem = model_file_problem(want, seen if isinstance(seen, list) else [])
+            if problem:
+                expected = f"sha256 {want.sha256}" if want.sha256 else f"{want.size} bytes"
+                out.append(
+                    Finding(
+                        name,
+                        "configuration.model-files",
+                        f"{_label(host)}: {problem}",
+                        f"{expected} (model card), as preflight read it",
+                    )
+                )
+    return out
+
+
+def check_harness_version(s: Subject, ref: Reference) -> list[Finding]:
+    """The harness version is the one its commit carries in the maintainers' checkout."""
+    harness = (s.submission or {}).get("harness") or {}
+    commit = harness.get("commit")
+    if not commit or ref.version_at is None or (want := ref.version_at(commit)) is None:
+        return []  # no commit, or not one of ours: provenance.harness-commit says so
+    if harness.get("version") == want:
+        return []
+    return [
+        Finding(
+            SUBMISSION,
+            "configuration.harness-version",
+            f"version {short(harness.get('version'))}",
+            f"{want} (dayzero/__init__.py at {commit[:12]})",
+        )
+    ]
+
+
+def _record_times(s: Subject, doc: dict) -> list[float]:
+    return [
+        t
+        for rel in doc.get("records", [])
+        for r in (s.records.get(rel) or {}).get("records", [])
+        for t in (r.get("send"), r.get("end"))
+        if isinstance(t, int | float) and not isinstance(t, bool)
+    ]
+
+
+def check_leases(s: Subject, ref: Reference) -> list[Finding]:
+    """Every host was leased to the cell while any of its records was taken."""
+    out = []
+    for name, doc in sorted(s.evidence.items()):
+        times = _record_times(s, doc)
+        for host in doc["hosts"]:
+            lease = host.get("lease") if isinstance(host.get("lease"), dict) else {}
+            start, end = when(lease.get("acquired")), when(lease.get("released"))
+            if start is None or end is None:
+                out.append(
+                    Finding(
+                        name,
+                        "configuration.lease",
+                        f"{_label(host)}: lease {short(lease.get('acquired'))} .. "
+                        f"{short(lease.get('released'))}",
+                        "ISO 8601 acquired and released times",
+                    )
+                )
+                continue
+            outside = [t for t in times if not start - LEASE_SLACK_S <= t <= end + LEASE_SLACK_S]
+            if outside:
+                out.append(
+                    Finding(
+                        name,
+                        "configuration.lease",
+                        f"{_label(host)}: {len(outside)} record time(s) outside its lease",
+                        f"within {lease['acquired']} .. {lease['released']}",
+                    )
+                )
+    return out
+
+
+def facts_problem(facts: dict, hw: Hardware, accelerators) -> str:
+    """Why preflight's facts are not those of a host of kind `hw` ('' when they fit)."""
+    seen, memory, driver = (
+        facts.get("accelerators_seen"),
+        facts.get("memory_total_gb"),
+        facts.get("driver_version"),
+    )
+    if not isinstance(seen, int) or isinstance(seen, bool):
+        return f"accelerators_seen {short(seen)}"
+    if hw.device_query == "nproc":
+        if seen != 1 or driver != NO_DRIVER:
+            return f"{seen} device(s), driver {short(driver)}: an accelerator host's"
+        return ""
+    if driver in (None, NO_DRIVER):
+        return f"driver {short(driver)}: no accelerator driver"
+    if seen != accelerators:
+        return f"{seen} accelerators seen"
+    budget = seen * (hw.memory_gb or 0)
+    if budget and not (isinstance(memory, int | float) and abs(memory - budget) <= MEMORY_SLACK * budget):
+        return f"{short(memory)} GB of accelerator memory"
+    return ""
+
+
+def check_facts(s: Subject, ref: Reference) -> list[Finding]:
+    """What preflight saw on each host is what a host of the claimed kind shows."""
+    out = []
+    for name, _, cell, host in _hosts(s, ref):
+        hw = ref.matrix.hardware[cell.hardware]
+        if problem := facts_problem(_facts(host), hw, host.get("accelerators")):
+            per = f"{hw.accelerators_per_node or '?'} x {hw.memory_gb or '?'} GB"
+            kind = "1 device (nproc), driver none (cpu)" if hw.device_query == "nproc" else f"{per}, a driver"
+            out.append(
+                Finding(
+                    name,
+                    "configuration.facts",
+                    f"{_label(host)}: {problem}",
+                    f"the facts of a {cell.hardware} host: {kind}",
+                )
+            )
+    return out
+
+
+CHECKS = (check_model_files, check_harness_version, check_leases, check_facts)

@@ -1,0 +1,109 @@
+"""Identity of a run: one set of records backs one cell of one vendor, however it is re-encoded.
+
+A records file is known by what it says, not by its bytes: the sha256 of its canonical JSON
+(keys sorted, no whitespace) and, per request that streamed at least `MIN_CHUNKS` chunks, the
+fingerprint of its chunk arrival times (offsets from its own send, kept to the microsecond by
+the host client, so shifting a run in time or renaming its requests keeps them). Two honest runs
+never stream a request with the same eight or more arrival times to the microsecond; a replayed
+one always does. Within a bundle no two records files may share a fingerprint (one run cannot
+back two cells, or two phases); across bundles the accepted index remembers every key
+(`dayzero.submission.accept`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+
+from dayzero.run.records import is_records_file
+from dayzero.submission.bundle import Reference, Subject, sha256_file
+from dayzero.submission.findings import Finding, short
+
+MIN_CHUNKS = 8  # fewer arrival times could meet by chance across millions of records
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def canonical(doc) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_fingerprints(answer: dict) -> list[str]:
+    """One per record that streamed MIN_CHUNKS chunks or more: its chunk offsets, nothing else."""
+    out = []
+    for r in answer.get("records") or ():
+        chunks = r.get("chunks") if isinstance(r, dict) else None
+        if isinstance(chunks, list) and len(chunks) >= MIN_CHUNKS:
+            out.append("request:" + _sha(canonical(chunks))[:32])
+    return out
+
+
+def keys(answer: dict) -> list[str]:
+    """Every key a records file is known by: its canonical content, then its requests."""
+    return ["content:" + _sha(canonical(answer)), *request_fingerprints(answer)]
+
+
+def run_files(s: Subject) -> Iterator[tuple[str, str, list[str]]]:
+    """(cell, records file, keys) of every client records file the evidence names (the /metrics
+    snapshots of two fresh servers may be identical; a client's timings never are). The bytes'
+    sha256 stays a key, so an index written before canonical keys still answers."""
+    for _, doc in sorted(s.evidence.items()):
+        for rel in doc.get("records", []):
+            if is_records_file(rel) and rel in s.records:
+                yield doc["cell"], rel, [sha256_file(s.bundle.path(rel)), *keys(s.records[rel])]
+
+
+def replays(s: Subject, vendor: str, index: dict[str, dict]) -> list[Finding]:
+    """Records accepted before from another vendor or for another cell."""
+    out = []
+    for cell, rel, known_by in run_files(s):
+        prior = next(
+            (p for k in known_by if (p := index.get(k)) and (p["vendor"], p["cell"]) != (vendor, cell)), None
+        )
+        if prior is not None:
+            out.append(
+                Finding(
+                    rel,
+                    "identity.replay",
+                    f"records of {short(prior['file'], 80)} already accepted from {prior['vendor']} "
+                    f"for {prior['cell']}",
+                    f"records of {vendor}'s own run of {cell}",
+                )
+            )
+    return out
+
+
+def index_entries(s: Subject, vendor: str, bundle_sha256: str) -> dict[str, dict]:
+    """What the accepted index learns from a bundle: each key -> where it was first accepted."""
+    out: dict[str, dict] = {}
+    for cell, rel, known_by in run_files(s):
+        for k in known_by:
+            out.setdefault(k, {"vendor": vendor, "cell": cell, "bundle_sha256": bundle_sha256, "file": rel})
+    return out
+
+
+def check_one_run_per_phase(s: Subject, ref: Reference) -> list[Finding]:
+    """No two records files of a bundle share a request's timings or their whole content."""
+    first: dict[str, tuple[str, str]] = {}  # key -> (cell, file)
+    out = []
+    for cell, rel, known_by in run_files(s):
+        shared = [first[k] for k in known_by[1:] if k in first and first[k][1] != rel]
+        for k in known_by[1:]:
+            first.setdefault(k, (cell, rel))
+        if shared:
+            other_cell, other = shared[0]
+            out.append(
+                Finding(
+                    rel,
+                    "identity.one-run",
+                    f"{len(shared)} record(s) or content of {short(other, 80)} ({short(other_cell, 80)})",
+                    "a run of its own for every cell and phase",
+                )
+            )
+    return out
+
+
+CHECKS = (check_one_run_per_phase,)
