@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -16,6 +17,13 @@ from dayzero.lab.cache import engines_venv, model_path, server_binary
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))  # devlab: testbed, stub engine, browser (not installed)
+
+# A suite started in the background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT
+# ignored, and an ignored signal stays ignored across exec: every pytest run a test starts to
+# send a Ctrl-C would never see it (seen: the interrupt sweeps "passed" through every SIGINT).
+# The tests' own children get a terminal's default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def write_yaml(path: Path, data) -> Path:
