@@ -200,19 +200,20 @@ def test_the_hosts_network_dropping_every_packet_mid_cell_is_broken_within_the_b
     while processes_matching(f"--host {lab.address} ") and time.monotonic() < deadline:
         time.sleep(1)
     assert not processes_matching(f"--host {lab.address} "), "llama-server outlived its watchdog"
-    # the controller does not dial a host that fell silent for SILENT_HOLD_S: wait it out
+    # The controller does not dial a host that fell silent for SILENT_HOLD_S (a transport dials on
+    # its first command): wait that out; then the lease, untouched since the cut, is stale: taken over.
+    transport = open_transport(inv.hosts[0], inv)
     deadline = cut[0] + SILENT_HOLD_S + 30
     while True:
         try:
-            transport = open_transport(inv.hosts[0], inv)
-            break
+            lease = try_acquire(transport, "next", "next", "t", ttl=10)
         except InfrastructureError as held:
             assert "not dialled" in str(held) and time.monotonic() < deadline, str(held)
-            time.sleep(2)
-    deadline = time.monotonic() + 30  # the lease, untouched since the cut, is stale: taken over
-    while not hasattr(lease := try_acquire(transport, "next", "next", "t", ttl=10), "slot"):
+            lease = None
+        if hasattr(lease, "slot"):
+            break
         assert time.monotonic() < deadline, f"the stale lease was never taken over: {lease}"
-        time.sleep(1)
+        time.sleep(2)
     release(transport, lease)
     assert not nothing_left(bed), "something was left on the host"
 

@@ -56,3 +56,15 @@ def test_a_cells_outcome_over_its_setup_call_and_teardown_reports():
     assert fold(("setup", "passed", ""), ("call", "failed", ""), ("teardown", "passed", "")) == (FAILED, "")
     assert fold(("setup", "failed", ""), ("teardown", "passed", "")) == (ERROR, "")
     assert fold(("setup", "passed", ""), ("call", "passed", ""), ("teardown", "failed", "")) == (ERROR, "")
+
+
+def test_a_cell_set_up_whose_call_never_reported_was_interrupted_not_passed():
+    """Ctrl-C mid-cell: pytest logs the setup's pass and no call; the summary said "1 passed"
+    beside a broken evidence document (seen in the two-host interrupt sweep)."""
+    from dayzero.run.tally import INTERRUPTED
+
+    outcome = cell_outcome(None, "setup", "passed", "")
+    assert outcome == (INTERRUPTED, "")
+    assert cell_outcome(outcome, "teardown", "passed", "") == (INTERRUPTED, "")
+    t = tally([outcome], "i", "m")
+    assert t.summary()[0] == "1 of 1 selected cells ran (1 interrupted)"

@@ -16,8 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 PASSED, FAILED, ERROR = "passed", "failed", "error"  # cells that ran (error: broken in setup or teardown)
+INTERRUPTED = "interrupted"  # set up, its call never reported: the run ended (Ctrl-C) mid-cell
 SKIPPED, UNSUPPORTED = "skipped", "unsupported"
-RAN = (PASSED, FAILED, ERROR)
+RAN = (PASSED, FAILED, ERROR, INTERRUPTED)
 WOULD_RUN = "would run"  # a dry run's cell with host(s) to run on
 
 
@@ -96,8 +97,12 @@ def cell_outcome(previous: tuple[str, str] | None, when: str, outcome: str, reas
     failure is kept over the passes around it; an error in setup or teardown is an `ERROR`."""
     if outcome == "failed" and when != "call":
         return (ERROR, "")
-    if previous is not None and previous[0] != PASSED:
+    if previous is not None and previous[0] not in (PASSED, INTERRUPTED):
         return previous
     if outcome == "skipped":
         return (SKIPPED, reason)
+    if when == "setup":
+        return (INTERRUPTED, "")  # until its call reports, the cell has not finished
+    if when == "teardown" and previous is not None and previous[0] == INTERRUPTED:
+        return previous
     return (outcome, "")
