@@ -446,12 +446,13 @@ def test_sigint_at_any_instant_of_a_cell_across_two_hosts_ends_the_run_interrupt
     leased = datetime.fromisoformat(doc["hosts"][0]["lease"]["acquired"]).timestamp() - t0
     rest = time.time() - t0 - leased
     # from the start: leasing and preflight of each host; after "leased": everything else
-    for offset in sorted({round(max(0.0, leased + d), 2) for d in (-0.4, -0.25, -0.15, -0.1, -0.05, -0.02)}):
+    # (19 runs of ~8 s: CI's budget; the ">= 5 phases reached" assert below keeps the spread honest)
+    for offset in sorted({round(max(0.0, leased + d), 2) for d in (-0.4, -0.15, -0.05)}):
         run(f"start-{offset}", offset, after="")
     # after "leased": densely across the two waves (a few tenths of a second), then across probes,
     # load and the teardown on each host
-    fine = [k * 0.04 for k in range(12)]
-    coarse = [rest * k / 12 for k in range(2, 12)] + [rest - d for d in (0.4, 0.2, 0.1)]
+    fine = [k * 0.08 for k in range(6)]
+    coarse = [rest * k / 8 for k in range(2, 8)] + [rest - d for d in (0.3, 0.1)]
     for offset in sorted({round(max(0.0, x), 2) for x in fine + coarse}):
         run(f"leased-{offset}", offset)
     print("the phase each SIGINT reached:", reached)
