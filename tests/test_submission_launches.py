@@ -131,3 +131,122 @@ def test_the_rpc_servers_of_a_multi_node_cell_run_the_recipes_worker_command(tmp
     assert check_recipe_commands(subject, ref) == []
     launches[1]["command"] += " --cache"  # one argument more than the worker's command
     assert [f.found.split(":")[0] for f in check_recipe_commands(subject, ref)] == ["server[1]"]
+
+
+# -- a hand-made routed cell: two llama-server workers behind the router, one phase ---------------
+
+RUN = "runs/r1/smollm2-135m__cpu+llama.cpp__routed__baseline"
+PHASE = f"{RUN}/records/perf.json"
+ROUTER_LINES = [
+    "2026-12-04 14:37:35  INFO smg::server: x.rs:794: Starting router on 127.0.0.1:18088 | mode: Regular",
+    "2026-12-04 14:37:35  INFO smg::server: x.rs:985: Router ready | workers: []",
+] + [
+    "2026-12-04 14:37:36  INFO http_request{method=POST uri=/v1/chat/completions version=HTTP/1.1 "
+    f'module="smg" request_id="chatcmpl-{i}" status_code=200 latency=2768}}: smg::response: x.rs:359: '
+    "finished processing request"
+    for i in range(3)
+]
+
+
+def launch(role: str, host: str, port: int, program: str = "llama-server --parallel 1") -> dict:
+    return {
+        "role": role,
+        "rank": 0,
+        "host": host,
+        "port": port,
+        "command": f"{program} --host 127.0.0.1 --port {port}",
+    }
+
+
+def metrics_body(prompt: int, generated: int) -> str:
+    return f"llamacpp:prompt_tokens_total {prompt}\nllamacpp:tokens_predicted_total {generated}\n"
+
+
+def routed_cell(tmp_path: Path, logs: dict[str, str] | None = None, launches: list | None = None):
+    """The subject of a routed cell: worker1 serves the warm-up and request A, worker2 request B."""
+    from dayzero.submission.bundle import Bundle, Subject
+
+    from .submission_corpus.synthetic import server_log
+
+    launches = launches or [
+        launch("worker1", "h1", 18080),
+        launch("worker2", "h2", 18081),
+        launch("router", "h1", 18088, "python3 -m sglang_router.launch_router --policy round_robin"),
+    ]
+    written = {
+        "h1-worker1-0.log": server_log(
+            launches[0]["command"], [(10.0, 0, 5, 8, 0.4), (11.0, 0, 30, 32, 0.8)], 0.0
+        ),
+        "h2-worker2-0.log": server_log(launches[1]["command"], [(11.0, 0, 20, 16, 0.6)], 0.0),
+        "h1-router-0.log": "\n".join(ROUTER_LINES) + "\n",
+    }
+    written = {**written, **(logs or {})}
+    for name, text in written.items():
+        (tmp_path / f"{RUN}/logs").mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"{RUN}/logs/{name}").write_text(text)
+    rels = [f"{RUN}/logs/{name}" for name in written]
+    records = [record(30, 0, 32, took=1.0), record(20, 0, 16, took=0.9)]
+    answer = {"records": records, "warmup": {**WARM, "e2e_s": 0.5}}
+    snaps = {
+        "before": [
+            {"target": f"worker{i}[0]@h{i}", "status": 200, "body": metrics_body(0, 0)} for i in (1, 2)
+        ],
+        "after": [
+            {"target": "worker1[0]@h1", "status": 200, "body": metrics_body(35, 40)},
+            {"target": "worker2[0]@h2", "status": 200, "body": metrics_body(20, 16)},
+        ],
+    }
+    mrel = PHASE.replace(".json", ".metrics.json")
+    doc = {
+        "engine": {"name": "llama.cpp"},
+        "hardware": "cpu",
+        "hosts": [{"name": "h1"}, {"name": "h2"}],
+        "recipe": {"launches": launches},
+        "records": [PHASE, mrel],
+        "logs": rels,
+    }
+    subject = Subject(
+        Bundle(tmp_path, tuple(rels)), evidence={"evidence/x.json": doc}, records={PHASE: answer}
+    )
+    subject.metrics[mrel] = snaps
+    return subject, doc
+
+
+def findings(subject, doc) -> list[str]:
+    from dayzero.submission.engine_launches import cross_check
+
+    return [f"{f.requirement}: {f.found}" for f in cross_check(subject, "evidence/x.json", doc)]
+
+
+def test_a_routed_cells_requests_are_reconciled_across_its_workers_logs(tmp_path):
+    assert findings(*routed_cell(tmp_path / "honest")) == []
+    empty = routed_cell(tmp_path / "empty", logs={"h2-worker2-0.log": ""})
+    assert findings(*empty) == ["engine.log: no start-up line of the engine"]
+    worker1 = (tmp_path / f"honest/{RUN}/logs/h1-worker1-0.log").read_text()
+    worker2 = (tmp_path / f"honest/{RUN}/logs/h2-worker2-0.log").read_text()
+    # worker1's log in worker2's place, its listen address moved: every request of it twice
+    twice = routed_cell(tmp_path / "twice", logs={"h2-worker2-0.log": worker1.replace(":18080", ":18081")})
+    assert findings(*twice) == [
+        "engine.requests: 4 requests served in the servers' logs (worker1[0]@h1 2, worker2[0]@h2 2)"
+    ]
+    # the two logs exchanged, addresses moved: each worker's log is not what its /metrics counted
+    swapped = {
+        "h1-worker1-0.log": worker2.replace(":18081", ":18080"),
+        "h2-worker2-0.log": worker1.replace(":18080", ":18081"),
+    }
+    assert [f.split(":")[0] for f in findings(*routed_cell(tmp_path / "swapped", logs=swapped))] == [
+        "engine.records",
+        "engine.records",
+    ]
+    router = routed_cell(tmp_path / "router", logs={"h1-router-0.log": "\n".join(ROUTER_LINES[:-1])})
+    assert findings(*router) == ["engine.requests: 2 generation requests answered 200 by the router"]
+
+
+def test_a_prefill_decode_cell_is_refused_not_passed(tmp_path):
+    pd = [
+        launch("prefill", "h1", 30000, "python3 -m sglang.launch_server --disaggregation-mode prefill"),
+        launch("decode", "h2", 30001, "python3 -m sglang.launch_server --disaggregation-mode decode"),
+    ]
+    subject, doc = routed_cell(tmp_path, launches=pd)
+    doc["engine"]["name"] = "sglang"
+    assert [f.split(":")[0] for f in findings(subject, doc)] == ["engine.multi-launch"]
