@@ -152,8 +152,9 @@ def times_problem(records: list[dict], keys: list, served, whole: bool) -> str:
     return ""
 
 
-def phase_problem(records: list[dict], served: list[Served]) -> str:
-    """Why a phase's records disagree with the server's account of the same requests ('' if none)."""
+def keyed(records: list[dict], served) -> tuple[bool, list[tuple[int, int]]] | str:
+    """Whether the log counts whole prompts (SGLang), and each record's key as the log counts
+    it; or the field a record lacks for that."""
     whole = bool(served) and all(x.prompt is not None for x in served)
     keys = []
     for r in records:
@@ -161,7 +162,14 @@ def phase_problem(records: list[dict], served: list[Served]) -> str:
         if isinstance(key, str):
             return f"record {short(r.get('id'), 40)} has no {key} (the log's account needs it)"
         keys.append(key)
+    return whole, keys
 
+
+def phase_problem(records: list[dict], served: list[Served]) -> str:
+    """Why a phase's records disagree with the server's account of the same requests ('' if none)."""
+    if isinstance(found := keyed(records, served), str):
+        return found
+    whole, keys = found
     mine = Counter(keys)
     theirs = Counter(served_key(x, whole) for x in served)
     if mine != theirs:

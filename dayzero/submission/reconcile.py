@@ -20,8 +20,8 @@ from dayzero.checks.server_metrics import Totals
 from dayzero.submission.engine_account import (
     count_at,
     idle_problem,
+    keyed,
     labelled,
-    request_key,
     served_key,
     times_problem,
 )
@@ -77,13 +77,9 @@ def _warm_totals(warm: dict, whole: bool) -> tuple[int, int] | None:
 def split_problem(records: list[dict], warm: dict | None, warmups: int, union: list[Served]) -> str:
     """Why a phase's completed records and warm-ups are not the requests of the launches' logs
     for that phase, each record found once ('' when they are)."""
-    whole = bool(union) and all(x.prompt is not None for x in union)
-    keys = []
-    for r in records:
-        key = request_key(r, whole)
-        if isinstance(key, str):
-            return f"record {short(r.get('id'), 40)} has no {key} (the logs' account needs it)"
-        keys.append(key)
+    if isinstance(found := keyed(records, union), str):
+        return found
+    whole, keys = found
     mine, theirs = Counter(keys), Counter(served_key(x, whole) for x in union)
     if missing := sorted((mine - theirs).elements()):
         shown = "; ".join(labelled(k, whole) for k in missing[:3])
