@@ -565,6 +565,14 @@ def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, quick_matrix,
     router = next(x for x in docs[SGLANG_ROUTED]["recipe"]["launches"] if x["role"] == "router")
     assert "sglang_router.launch_router" in router["command"]
     assert not nothing_left(bed)
+    # the same run packed by a vendor (no new launch): rank 0's log holds every request of the tp2
+    # cell, rank 1's is a rank's; the routed cell's requests are reconciled across both workers
+    from .submission_corpus.lab import lab_from_run
+
+    (tmp_path / "vendor").mkdir()
+    vendor = lab_from_run(tmp_path / "vendor", reports, quick_matrix)
+    report = vendor.check(vendor.bundle)
+    assert report.accepted and set(report.cells) == {TP2, SGLANG_ROUTED}, "\n".join(report.lines())
 
 
 SGLANG_SWEEP = (  # (after the line with, offset s): what of SGLang's process tree is up then
