@@ -53,7 +53,7 @@ def part_of(engine: str, launch: dict) -> str:
         argv = []
     if "sglang_router.launch_router" in argv:
         return ROUTER
-    if any(a.rsplit("/", 1)[-1] == "rpc-server" for a in argv[:1]) or (
+    if any(a.rsplit("/", 1)[-1] == "rpc-server" for a in argv) or (  # a container's prefix first
         engine == "sglang" and _flag(argv, "--node-rank") not in (None, "0")
     ):
         return RANK
@@ -182,7 +182,8 @@ def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
     for launch, part in zip(launches, parts, strict=True):
         rel = logs.get(log_name(launch))
         if rel is None:
-            out.append(Finding(name, "engine.log", f"no log {short(log_name(launch))}", "a log per launch"))
+            found = f"logs: no {short(log_name(launch))}"
+            out.append(Finding(name, "engine.log", found, f"a log per launch ({target_of(launch)})"))
         elif part == ROUTER:
             out += _router_findings(rel, launch, router.parse(_read(s, rel)), want)
         elif part == RANK:
