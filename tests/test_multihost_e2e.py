@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -104,8 +105,42 @@ def pytest_cmd(matrix: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", f"--matrix={matrix}", *args]
 
 
-def test_every_cpu_cell_across_three_hosts(bed, quick_matrix, tmp_path):
-    inv, reports = inventory(bed), tmp_path / "reports"
+@dataclass(frozen=True)
+class HostsRun:
+    result: subprocess.CompletedProcess
+    reports: Path
+    took: float
+
+
+@pytest.fixture(scope="module")
+def llama_cells(bed, quick_matrix, tmp_path_factory) -> HostsRun:
+    """`pytest -m "cpu and llama.cpp"` over the three hosts, once per module: the cells across
+    hosts (rpc_split, routed) beside the one-host cells. Judged by the test below; packed into a
+    vendor's bundle by the submission tests after it (no engine launched twice)."""
+    reports = tmp_path_factory.mktemp("across") / "reports"
+    t0 = time.monotonic()
+    result = subprocess.run(
+        pytest_cmd(
+            quick_matrix,
+            "-m",
+            "cpu and llama.cpp",
+            "-n",
+            "auto",
+            "--hosts",
+            str(inventory(bed)),
+            f"--reports={reports}",
+            "-rA",
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    return HostsRun(result, reports, time.monotonic() - t0)
+
+
+def test_every_cpu_cell_across_three_hosts(bed, quick_matrix, llama_cells):
+    inv = inventory(bed)
     dry = subprocess.run(
         pytest_cmd(
             quick_matrix,
@@ -130,25 +165,7 @@ def test_every_cpu_cell_across_three_hosts(bed, quick_matrix, tmp_path):
         assert program in dry.stdout
     assert "sglang_router.launch_router" in dry.stdout
 
-    t0 = time.monotonic()
-    result = subprocess.run(
-        pytest_cmd(
-            quick_matrix,
-            "-m",
-            "cpu and llama.cpp",
-            "-n",
-            "auto",
-            "--hosts",
-            str(inv),
-            f"--reports={reports}",
-            "-rA",
-        ),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    took = time.monotonic() - t0
+    result, reports, took = llama_cells.result, llama_cells.reports, llama_cells.took
     assert result.returncode == 0, result.stdout[-5000:]
     assert "6 passed" in result.stdout, result.stdout[-2000:]
     docs = evidence(reports)
@@ -161,6 +178,55 @@ def test_every_cpu_cell_across_three_hosts(bed, quick_matrix, tmp_path):
     assert "Accepted client connection" in log1, "rank 0 served through the rpc-server of rank 1"
     assert not nothing_left(bed)
     print(f"6 cpu cells on 3 hosts, -n auto: {took:.0f}s")
+
+
+# -- the same run as a vendor's submission: each launch's own log is its engine account ------------
+
+
+@pytest.fixture(scope="module")
+def vendor(llama_cells, quick_matrix, tmp_path_factory):
+    """The run above packed by a vendor and checked against the matrix it ran (no new launch)."""
+    from .submission_corpus.lab import lab_from_run
+
+    assert llama_cells.result.returncode == 0, llama_cells.result.stdout[-4000:]
+    return lab_from_run(tmp_path_factory.mktemp("vendor-across"), llama_cells.reports, quick_matrix)
+
+
+def test_a_vendors_bundle_of_the_cells_across_hosts_is_accepted(vendor):
+    report = vendor.check(vendor.bundle)
+    assert report.accepted, "\n".join(report.lines())
+    assert {RPC, ROUTED} <= set(report.cells)
+
+
+ACROSS = [  # (cell, the victim launch, the launch whose log stands in for it): launch indices
+    (RPC, 1, 0),  # the rpc-server's log
+    (RPC, 0, 1),  # the endpoint's: it holds every request
+    (ROUTED, 1, 0),  # worker2's
+    (ROUTED, 2, 0),  # the router's
+]
+
+
+@pytest.mark.parametrize("forgery", ["dropped", "duplicated", "swapped"])
+@pytest.mark.parametrize(
+    ("cell_id", "victim", "other"), ACROSS, ids=["rpc-server", "rpc-endpoint", "worker2", "router"]
+)
+def test_one_launchs_log_dropped_duplicated_or_swapped_is_rejected(
+    vendor, tmp_path, forgery, cell_id, victim, other
+):
+    """Re-signed by the vendor: the signature is good, each launch's own log must catch it."""
+    from .submission_corpus.hostile import first
+    from .submission_corpus.lab import VENDOR
+    from .submission_corpus.launches import FORGERIES
+    from .submission_corpus.tarkit import resign, write_members
+
+    members = vendor.members()
+    ev = first(members, f"evidence/{cell_id.replace('/', '__')}__")
+    forged = resign(FORGERIES[forgery](members, ev, victim, other), vendor.key, VENDOR, tmp_path)
+    report = vendor.check(write_members(tmp_path / "forged.tar.gz", forged))
+    assert not report.accepted
+    assert report.findings and {f.requirement.split(".")[0] for f in report.findings} == {"engine"}, (
+        "\n".join(report.lines())
+    )
 
 
 ROUTED_ROLES = {("worker1", 0), ("worker2", 0), ("router", 0)}
@@ -500,6 +566,14 @@ def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, quick_matrix,
     router = next(x for x in docs[SGLANG_ROUTED]["recipe"]["launches"] if x["role"] == "router")
     assert "sglang_router.launch_router" in router["command"]
     assert not nothing_left(bed)
+    # the same run packed by a vendor (no new launch): rank 0's log holds every request of the tp2
+    # cell, rank 1's is a rank's; the routed cell's requests are reconciled across both workers
+    from .submission_corpus.lab import lab_from_run
+
+    (tmp_path / "vendor").mkdir()
+    vendor = lab_from_run(tmp_path / "vendor", reports, quick_matrix)
+    report = vendor.check(vendor.bundle)
+    assert report.accepted and set(report.cells) == {TP2, SGLANG_ROUTED}, "\n".join(report.lines())
 
 
 SGLANG_SWEEP = (  # (after the line with, offset s): what of SGLang's process tree is up then

@@ -17,7 +17,9 @@ engine. Each record must agree with it, within stated tolerances:
   on cpu hardware, at least the host's accelerators elsewhere.
 
 Cells this cannot be done for are rejected, never passed unchecked: an engine without a log
-parser, and cells of several launches (each launch's log is still read; see `unchecked`).
+parser (`unchecked`). Cells of several launches are `engine_launches`': each launch's own log,
+the requests reconciled across the launches that served them; this module's `one_log` is theirs
+where one launch serves every request (llama.cpp's rank 0 beside its rpc-servers).
 
 What a vendor controlling both the server and the client can still forge is listed in the README
 ("Vendor submissions"): a log is only as honest as the machine that wrote it.
@@ -58,8 +60,8 @@ def launch_flags(command: str) -> dict[str, str]:
     for flag, value in zip(argv, argv[1:], strict=False):
         if flag in FLAGS:
             out[FLAGS[flag]] = value
-        elif flag == "--port":
-            out["port"] = value
+        elif flag in ("--port", "--host"):
+            out[flag[2:]] = value
     return out
 
 
@@ -117,8 +119,42 @@ def phases(s: Subject, doc: dict) -> list[tuple[str, dict]]:
     return sorted(named, key=first)
 
 
-def phase_problem(records: list[dict], served: list[Served]) -> str:
-    """Why a phase's records disagree with the server's account of the same requests ('' if none)."""
+def served_key(x: Served, whole: bool) -> tuple[int, int]:
+    return (x.prompt if whole else x.prompt_evaluated, x.generated)
+
+
+def idle_problem(served) -> str:
+    """A request that generated tokens in no time at all on the server ('' if none)."""
+    if idle := [x for x in served if x.generated > 0 and not x.total_s > 0]:
+        return (
+            f"server time {idle[0].total_s * 1e3:.2f} ms for task {idle[0].task}, "
+            f"which generated {idle[0].generated} tokens"
+        )
+    return ""
+
+
+def times_problem(records: list[dict], keys: list, served, whole: bool) -> str:
+    """The client's end-to-end time of each request never shorter than the server's own time for
+    it. Requests are told apart by their token counts only; where the server holds more of one
+    kind than the records (warm-ups), the records are paired with its shortest ones."""
+    untimed = [r for r in records if not all(isinstance(r.get(k), int | float) for k in ("send", "end"))]
+    if untimed:  # a mutated or hand-made record: nothing to compare the server's times with
+        return f"{len(untimed)} completed record(s) without numeric send and end times"
+    for key in sorted(set(keys)):
+        client = sorted(r["end"] - r["send"] for r, k in zip(records, keys, strict=True) if k == key)
+        server = sorted(x.total_s for x in served if served_key(x, whole) == key)
+        for c, t in zip(client, server, strict=False):
+            if c < t - TIME_TOLERANCE_S:
+                return (
+                    f"a request ({labelled(key, whole)}) took {c * 1e3:.1f} ms end to end at the "
+                    f"client, the server's own time for it is {t * 1e3:.1f} ms"
+                )
+    return ""
+
+
+def keyed(records: list[dict], served) -> tuple[bool, list[tuple[int, int]]] | str:
+    """Whether the log counts whole prompts (SGLang), and each record's key as the log counts
+    it; or the field a record lacks for that."""
     whole = bool(served) and all(x.prompt is not None for x in served)
     keys = []
     for r in records:
@@ -126,12 +162,16 @@ def phase_problem(records: list[dict], served: list[Served]) -> str:
         if isinstance(key, str):
             return f"record {short(r.get('id'), 40)} has no {key} (the log's account needs it)"
         keys.append(key)
+    return whole, keys
 
-    def key_of_served(x):
-        return (x.prompt if whole else x.prompt_evaluated, x.generated)
 
+def phase_problem(records: list[dict], served: list[Served]) -> str:
+    """Why a phase's records disagree with the server's account of the same requests ('' if none)."""
+    if isinstance(found := keyed(records, served), str):
+        return found
+    whole, keys = found
     mine = Counter(keys)
-    theirs = Counter(key_of_served(x) for x in served)
+    theirs = Counter(served_key(x, whole) for x in served)
     if mine != theirs:
         extra = [labelled(k, whole) for k in sorted((mine - theirs).elements())[:3]]
         missing = [labelled(k, whole) for k in sorted((theirs - mine).elements())[:3]]
@@ -139,23 +179,8 @@ def phase_problem(records: list[dict], served: list[Served]) -> str:
             f"requests the records hold and the server does not: {'; '.join(extra) or 'none'}; "
             f"the server's and not the records': {'; '.join(missing) or 'none'}"
         )
-    if idle := [x for x in served if x.generated > 0 and not x.total_s > 0]:
-        return (
-            f"server time {idle[0].total_s * 1e3:.2f} ms for task {idle[0].task}, "
-            f"which generated {idle[0].generated} tokens"
-        )
-    untimed = [r for r in records if not all(isinstance(r.get(k), int | float) for k in ("send", "end"))]
-    if untimed:  # a mutated or hand-made record: nothing to compare the server's times with
-        return f"{len(untimed)} completed record(s) without numeric send and end times"
-    for key in mine:  # the client's times must dominate the server's, request for request
-        client = sorted(r["end"] - r["send"] for r, k in zip(records, keys, strict=True) if k == key)
-        server = sorted(x.total_s for x in served if key_of_served(x) == key)
-        for c, t in zip(client, server, strict=True):
-            if c < t - TIME_TOLERANCE_S:
-                return (
-                    f"a request ({labelled(key, whole)}) took {c * 1e3:.1f} ms end to end at the "
-                    f"client, the server's own time for it is {t * 1e3:.1f} ms"
-                )
+    if problem := idle_problem(served) or times_problem(records, keys, served, whole):
+        return problem
     client_span = max(r["end"] for r in records) - min(r["send"] for r in records)
     server_span = max(x.start_s + x.total_s for x in served) - min(x.start_s for x in served)
     if client_span < server_span - TIME_TOLERANCE_S * len(served):
@@ -163,11 +188,10 @@ def phase_problem(records: list[dict], served: list[Served]) -> str:
     return ""
 
 
-def _launch_findings(log: str, doc: dict, account: ServerAccount) -> list[Finding]:
-    launches = doc["recipe"]["launches"]
-    if len(launches) != 1 or not isinstance(launches[0].get("command"), str):
+def _launch_findings(log: str, launch: dict, account: ServerAccount) -> list[Finding]:
+    if not isinstance(launch.get("command"), str):
         return []
-    flags = launch_flags(launches[0]["command"])
+    flags = launch_flags(launch["command"])
     out = []
     for field in FACTS_LOGGED.get(account.engine, ()):
         if field in flags and getattr(account, field) is None:
@@ -188,24 +212,29 @@ def _launch_findings(log: str, doc: dict, account: ServerAccount) -> list[Findin
                 log, "engine.launch", f"model {short(account.model)}", f"{short(flags['model'])} (recipe)"
             )
         )
-    if "port" in flags and account.listen is not None and account.listen.rsplit(":", 1)[-1] != flags["port"]:
-        out.append(
-            Finding(
-                log,
-                "engine.launch",
-                f"listening on {short(account.listen)}",
-                f"port {flags['port']} (recipe)",
-            )
-        )
-    return out
+    return out + listen_findings(log, launch, account)
 
 
-def _device_findings(log: str, doc: dict, account: ServerAccount) -> list[Finding]:
+def listen_findings(log: str, launch: dict, account: ServerAccount) -> list[Finding]:
+    """The log's server listens where the recipe launched it: its --host and port (a log from
+    another launch of the same cell, or of another host, listens elsewhere)."""
+    flags = launch_flags(launch["command"]) if isinstance(launch.get("command"), str) else {}
+    if account.listen is None or "port" not in flags:
+        return []
+    host, _, port = account.listen.rpartition(":")
+    if port == flags["port"] and flags.get("host", host) == host:
+        return []
+    want = f"{flags['host']}:{flags['port']}" if "host" in flags else f"port {flags['port']}"
+    return [Finding(log, "engine.launch", f"listening on {short(account.listen)}", f"{want} (recipe)")]
+
+
+def _device_findings(log: str, doc: dict, launch: dict, account: ServerAccount) -> list[Finding]:
     if account.engine != "llama.cpp":
         return []
     if doc["hardware"] == "cpu" and account.devices:
         return [Finding(log, "engine.device", f"devices {list(account.devices)}", "none (cpu hardware)")]
-    want = sum(h.get("accelerators") or 0 for h in doc["hosts"] if isinstance(h.get("accelerators"), int))
+    hosts = [h for h in doc["hosts"] if h.get("name") == launch.get("host")] or doc["hosts"]
+    want = sum(h.get("accelerators") or 0 for h in hosts if isinstance(h.get("accelerators"), int))
     if doc["hardware"] != "cpu" and len(account.devices) < max(want, 1):
         return [
             Finding(
@@ -223,58 +252,33 @@ def log_name(launch: dict) -> str:
     return f"{launch.get('host')}-{launch.get('role')}-{launch.get('rank')}.log"
 
 
-def unchecked(s: Subject, name: str, doc: dict) -> list[Finding]:
-    """Cells whose engine account cannot be held to the records: a finding, never a silent pass.
-
-    Several launches (roles behind a router, ranks on several nodes) split one request over
-    several logs; the checker reads each launch's log as a server log of the engine, but cannot
-    yet tell which log served which request, so such a cell is rejected as not cross-checkable."""
-    engine, launches = doc["engine"]["name"], doc["recipe"]["launches"]
-    parse = parser_for(engine)
-    if parse is None:
+def unchecked(name: str, doc: dict) -> list[Finding]:
+    """An engine whose log the checker cannot read: a finding, never a silent pass."""
+    engine = doc["engine"]["name"]
+    if parser_for(engine) is None:
         return [
             Finding(
                 name, "engine.unchecked", f"engine {short(engine)}", "an engine whose log the checker reads"
             )
         ]
-    if len(launches) <= 1:
-        return []
-    logs = {rel.rsplit("/", 1)[-1]: rel for rel in doc.get("logs", []) if s.bundle.has(rel)}
-    out = []
-    for launch in launches:
-        rel = logs.get(log_name(launch))
-        if rel is None:
-            out.append(Finding(name, "engine.log", f"no log {short(log_name(launch))}", "a log per launch"))
-        elif not parse(s.bundle.path(rel).read_text(errors="replace")).ready and launch.get("rank") == 0:
-            out.append(Finding(rel, "engine.log", "no start-up line of the engine", f"a {engine} server log"))
-    roles = ", ".join(f"{x.get('role')}[{x.get('rank')}]" for x in launches)
-    out.append(
-        Finding(
-            name,
-            "engine.multi-launch",
-            f"{len(launches)} launches ({short(roles)}): requests split over several logs",
-            "a cell whose records the checker can hold to one engine log (multi-launch: not yet)",
-        )
-    )
-    return out
+    return []
 
 
-def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
-    if findings := unchecked(s, name, doc):
-        return findings
-    logs = [rel for rel in doc.get("logs", []) if s.bundle.has(rel)]
-    parse = parser_for(doc["engine"]["name"])
-    if len(logs) != 1:
-        return [Finding(name, "engine.log", f"{len(logs)} server logs", "the one launch's log")]
-    log = logs[0]
-    account = parse(s.bundle.path(log).read_text(errors="replace"))
+def expected_requests(ordered: list[tuple[str, dict]]) -> int:
+    """Requests the server finished for these records files: completed records and warm-ups."""
+    return sum(len(_completed(a["records"])) + _warmups(a) for _, a in ordered)
+
+
+def one_log(s: Subject, log: str, launch: dict, doc: dict) -> list[Finding]:
+    """Every request of the cell held to one server log, phase by phase in the order they ran."""
+    account = parser_for(doc["engine"]["name"])(s.bundle.path(log).read_text(errors="replace"))
     if not account.ready:
         return [
             Finding(log, "engine.log", "no start-up line of the engine", f"a {account.engine} server log")
         ]
-    out = _launch_findings(log, doc, account) + _device_findings(log, doc, account)
+    out = _launch_findings(log, launch, account) + _device_findings(log, doc, launch, account)
     ordered = phases(s, doc)
-    want = sum(len(_completed(a["records"])) + _warmups(a) for _, a in ordered)
+    want = expected_requests(ordered)
     if account.count != want:
         out.append(
             Finding(
@@ -296,6 +300,19 @@ def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
         if records and (problem := phase_problem(records, served)):
             out.append(Finding(rel, "engine.records", problem, f"the records as {log} accounts for them"))
     return out
+
+
+def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
+    """A cell of one launch (several: `engine_launches`)."""
+    launches = doc["recipe"]["launches"]
+    if findings := unchecked(name, doc):
+        return findings
+    if len(launches) > 1:
+        return []
+    logs = [rel for rel in doc.get("logs", []) if s.bundle.has(rel)]
+    if len(logs) != 1:
+        return [Finding(name, "engine.log", f"{len(logs)} server logs", "the one launch's log")]
+    return one_log(s, logs[0], launches[0], doc)
 
 
 def check_engine_account(s: Subject, ref: Reference) -> list[Finding]:

@@ -152,7 +152,8 @@ def check_recipe_commands(s: Subject, ref: Reference) -> list[Finding]:
         for lc in launches:
             t = temps[lc["role"]]
             image = ref.matrix.card(cell).hardware[cell.hardware].image
-            if problem := launch_problem(t.argv, t.env, lc, image):
+            argv = t.worker_argv if lc["rank"] and t.worker_argv else t.argv  # rpc-server on 1..N-1
+            if problem := launch_problem(argv, t.env, lc, image):
                 out.append(
                     Finding(
                         name,

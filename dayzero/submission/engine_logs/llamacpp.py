@@ -12,6 +12,12 @@ time since start as `M.SS.mmm.uuu`, a level and a module; the lines used:
     I slot print_timing: id  0 | task 9 |        eval time = 1292.51 ms /    24 tokens (...)
     I slot print_timing: id  0 | task 9 |       total time = 1785.80 ms /    42 tokens
 
+llama.cpp's `rpc-server` (ranks 1..N-1 of a multi-node cell) serves tensors, not requests; its
+log (`parse_rpc_server`) says what it is and where it listens:
+
+    Starting RPC server v7.0.0
+      endpoint       : 127.0.2.2:50052
+
 Devices: a GPU build prints `ggml_cuda_init: found N CUDA devices` and, per device used,
 `using device CUDA0 (...)`; these two forms come from llama.cpp's sources, not from a log seen
 here (the lab's only build is cpu).
@@ -32,6 +38,8 @@ TASK = re.compile(r"id +(\d+) \| task (-?\d+) \| (.*)$")
 TIMING = re.compile(r"(prompt eval|eval|total) time = +([\d.]+) ms / +(\d+) tokens")
 DEVICE = re.compile(r"using device (\w+)")
 FOUND = re.compile(r"ggml_\w+_init: found (\d+) (\w+) devices")
+RPC_BANNER = "Starting RPC server"
+RPC_ENDPOINT = re.compile(r"^\s*endpoint\s*: (\S+)$")
 
 
 def stamp(line: str) -> float | None:
@@ -90,4 +98,15 @@ def parse(text: str) -> ServerAccount:
         devices=tuple(devices or found),
         served=tuple(served),
         ready=listen is not None,
+    )
+
+
+def parse_rpc_server(text: str) -> ServerAccount:
+    """An rpc-server's log: ready once it says it started, listening at its endpoint, with the
+    requests a llama-server log in its place would show (an rpc-server's has none)."""
+    lines = text.splitlines()
+    listen = next((m.group(1) for line in lines if (m := RPC_ENDPOINT.match(line))), None)
+    started = any(line.startswith(RPC_BANNER) for line in lines)
+    return ServerAccount(
+        "llama.cpp rpc-server", listen=listen, served=parse(text).served, ready=started and listen is not None
     )

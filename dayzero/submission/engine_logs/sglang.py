@@ -19,6 +19,11 @@ which gives one `Served` per request (prompt tokens evaluated = prompt - cached,
 server's own end-to-end time and arrival), as llama.cpp's slot lines do. SGLang's periodic health
 probes (rid HEALTH_CHECK_*) are not requests of the run. Without request logging only the count of
 generation requests answered 200 is known, and that is all that is then cross-checked.
+
+Ranks 1..N-1 of a multi-node server (`--node-rank` 1 and up) serve no HTTP requests; their log
+(`parse_rank`) names the health endpoint they answer on instead:
+
+    [2026-12-04 14:18:31] Dummy health check server started in background thread at 127.0.0.3:18090
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ LISTEN = re.compile(r"Uvicorn running on https?://(\S+?)/? ")
 FIRED_UP = "The server is fired up and ready to roll"
 SERVED = re.compile(r'"POST /(?:v1/chat/completions|v1/completions|generate) HTTP/[\d.]+" 200')
 FINISH = re.compile(r"\] Finish: obj=GenerateReqInput\(rid='([^']*)'.*?, out=(\{'meta_info'.*)$")
+RANK = re.compile(r"Dummy health check server started in background thread at (\S+)")
 NUMBER = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 META = {
     key: re.compile(rf"'{key}': {NUMBER}")
@@ -79,3 +85,15 @@ def parse(text: str) -> ServerAccount:
         for ts, s in finished
     )
     return ServerAccount("sglang", listen=listen, served=served, ready=ready)
+
+
+def parse_rank(text: str) -> ServerAccount:
+    """A non-endpoint rank's log: ready once its health endpoint started, with every request line
+    it shows (a rank's log has none), whether or not it ever said it was fired up."""
+    listen, requests = None, 0
+    for line in text.splitlines():
+        if listen is None and (m := RANK.search(line)):
+            listen = m.group(1)
+        elif SERVED.search(line) or FINISH.search(line):
+            requests += 1
+    return ServerAccount("sglang rank", listen=listen, requests=requests, ready=listen is not None)

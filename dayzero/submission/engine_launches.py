@@ -1,0 +1,213 @@
+"""The engine's own account of a cell of several launches: each launch's own log and /metrics.
+
+Every launch of the recipe has its log in the bundle (named as the run collects it:
+`<host>-<role>-<rank>.log`), and each is read for what that launch is (`part_of`):
+
+- a server (llama-server; an SGLang server or its rank 0): its log must be that engine's,
+  listening where the recipe launched it, with the launch facts of its own command;
+- a non-endpoint rank (llama.cpp's rpc-server, SGLang's ranks 1..N-1): its log must be such a
+  rank's, listening at its own address, and hold no request;
+- the router: its log must be the router's, listening at its address, and have answered every
+  request the client completed (warm-ups included).
+
+Where one server serves every request (llama.cpp's rank 0 beside its rpc-servers, SGLang's rank
+0), its log is held to the records as a one-launch cell's is (`engine_account.one_log`). Where
+several do (workers behind a router), the requests are reconciled across their logs
+(`reconcile`): each record found in exactly one worker's log, each worker's share of each phase
+what its own /metrics counted, the whole what the client completed. Prefill/decode cells (each
+request in one prefill and one decode log) are not reconciled yet and are refused.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from dayzero.checks.server_metrics import Totals, readable, totals
+from dayzero.checks.speculative import source_for
+from dayzero.run.records import metrics_for
+from dayzero.submission import reconcile
+from dayzero.submission.bundle import Reference, Subject
+from dayzero.submission.engine_account import (
+    _completed,
+    _device_findings,
+    _launch_findings,
+    _warmups,
+    expected_requests,
+    listen_findings,
+    log_name,
+    one_log,
+    phases,
+)
+from dayzero.submission.engine_logs import ServerAccount, parser_for, rank_parser_for, router
+from dayzero.submission.findings import Finding, short
+from dayzero.submission.snapshots import target_of
+
+SERVER, RANK, ROUTER, DISAGGREGATED = "server", "rank", "router", "prefill/decode"
+
+
+def part_of(engine: str, launch: dict) -> str:
+    """What a launch is to the engine account, read from its command."""
+    try:
+        argv = shlex.split(launch.get("command") or "")
+    except ValueError:
+        argv = []
+    if "sglang_router.launch_router" in argv:
+        return ROUTER
+    if any(a.rsplit("/", 1)[-1] == "rpc-server" for a in argv) or (  # a container's prefix first
+        engine == "sglang" and _flag(argv, "--node-rank") not in (None, "0")
+    ):
+        return RANK
+    if engine == "sglang" and _flag(argv, "--disaggregation-mode") not in (None, "null"):
+        return DISAGGREGATED
+    return SERVER
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    values = [v for f, v in zip(argv, argv[1:], strict=False) if f == name]
+    return values[-1] if values else None
+
+
+def _read(s: Subject, rel: str) -> str:
+    return s.bundle.path(rel).read_text(errors="replace")
+
+
+def _router_findings(rel: str, launch: dict, account: ServerAccount, want: int) -> list[Finding]:
+    if not account.ready:
+        return [Finding(rel, "engine.log", "no start-up line of the router", "an sglang-router log")]
+    out = listen_findings(rel, launch, account)
+    if account.count != want:
+        out.append(
+            Finding(
+                rel,
+                "engine.requests",
+                f"{account.count} generation requests answered 200 by the router",
+                f"{want}: the completed records and warm-up requests",
+            )
+        )
+    return out
+
+
+def _rank_findings(rel: str, launch: dict, engine: str, account: ServerAccount) -> list[Finding]:
+    what = "an rpc-server" if engine == "llama.cpp" else f"a non-endpoint {engine} rank"
+    if not account.ready:
+        return [Finding(rel, "engine.log", f"not {what}'s log", f"{what}'s log ({target_of(launch)})")]
+    out = listen_findings(rel, launch, account)
+    if account.count:
+        out.append(Finding(rel, "engine.requests", f"{account.count} requests served", f"none: {what}"))
+    return out
+
+
+def _deltas(s: Subject, kind: str, ordered: list, launch: dict) -> list[Totals] | str:
+    """A launch's own counters over each phase, or the phase whose snapshots lack them."""
+    target, out = target_of(launch), []
+    for rel, _ in ordered:
+        doc = s.metrics.get(metrics_for(rel)) or {}
+        read = {}
+        for when in ("before", "after"):
+            snaps = [x for x in doc.get(when) or [] if x.get("target") == target and readable(x)]
+            read[when] = totals(kind, snaps[0]["body"]) if len(snaps) == 1 else None
+        if read["before"] is None or read["after"] is None:
+            return f"no readable /metrics of {target} around {short(rel, 160)}"
+        out.append(read["after"] - read["before"])
+    return out
+
+
+def across(s: Subject, name: str, doc: dict, servers: list[tuple[str, dict, ServerAccount]]) -> list[Finding]:
+    """The records reconciled across several servers' logs, phase by phase."""
+    ordered, kind = phases(s, doc), source_for(doc["engine"]["name"])[0]
+    want = expected_requests(ordered)
+    if (served := sum(a.count for _, _, a in servers)) != want:
+        each = short(", ".join(f"{target_of(x)} {a.count}" for _, x, a in servers), 200)
+        return [
+            Finding(
+                name,
+                "engine.requests",
+                f"{served} requests served in the servers' logs ({each})",
+                f"{want}: the completed records and warm-up requests of {len(ordered)} records file(s)",
+            )
+        ]
+    out, shares = [], []
+    for rel, launch, account in servers:
+        whole = bool(account.served) and all(x.prompt is not None for x in account.served)
+        deltas = _deltas(s, kind, ordered, launch)
+        if isinstance(deltas, str):
+            out.append(Finding(rel, "engine.records", deltas, "each server's counters around each phase"))
+            continue
+        if account.count and not account.served:
+            out.append(Finding(rel, "engine.log", "no per-request lines", "one line per request it served"))
+            continue
+        share = reconcile.cut(account.served, deltas, [r.rsplit("/", 1)[-1] for r, _ in ordered], whole)
+        if isinstance(share, str):
+            found = f"{target_of(launch)}: {share}"
+            out.append(Finding(rel, "engine.records", found, "its requests as it counted them"))
+            continue
+        shares.append(share)
+    if out:
+        return out
+    logs = ", ".join(short(target_of(x), 60) for _, x, _ in servers)
+    for i, (rel, answer) in enumerate(ordered):
+        union = [x for share in shares for x in share[i]]
+        records = _completed(answer["records"])
+        if problem := reconcile.split_problem(records, answer.get("warmup"), _warmups(answer), union):
+            expected = f"the records as the logs of {logs} account for them"
+            out.append(Finding(rel, "engine.records", problem, expected))
+    return out
+
+
+def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
+    engine, launches = doc["engine"]["name"], doc["recipe"]["launches"]
+    parse = parser_for(engine)
+    if parse is None or len(launches) < 2:
+        return []  # one launch, or an engine the checker cannot read: engine_account's
+    parts = [part_of(engine, x) for x in launches]
+    if DISAGGREGATED in parts:
+        roles = ", ".join(f"{x.get('role')}[{x.get('rank')}]" for x in launches)
+        return [
+            Finding(
+                name,
+                "engine.multi-launch",
+                f"prefill/decode launches ({short(roles)}): each request split over two logs",
+                "a cell whose requests the checker can reconcile (prefill/decode: not yet)",
+            )
+        ]
+    logs = {rel.rsplit("/", 1)[-1]: rel for rel in doc.get("logs", []) if s.bundle.has(rel)}
+    names = {log_name(x) for x in launches}
+    out = [
+        Finding(rel, "engine.log", "a log of no launch", f"the logs of {sorted(names)}")
+        for base, rel in sorted(logs.items())
+        if base not in names
+    ]
+    want = expected_requests(phases(s, doc))
+    servers = []
+    for launch, part in zip(launches, parts, strict=True):
+        rel = logs.get(log_name(launch))
+        if rel is None:
+            found = f"logs: no {short(log_name(launch))}"
+            out.append(Finding(name, "engine.log", found, f"a log per launch ({target_of(launch)})"))
+        elif part == ROUTER:
+            out += _router_findings(rel, launch, router.parse(_read(s, rel)), want)
+        elif part == RANK:
+            out += _rank_findings(rel, launch, engine, rank_parser_for(engine)(_read(s, rel)))
+        else:
+            servers.append((rel, launch, parse(_read(s, rel))))
+    if not servers:
+        return out + [Finding(name, "engine.log", "no launch that serves requests", "a server's log")]
+    if len(servers) == 1:
+        rel, launch, _ = servers[0]
+        return out + one_log(s, rel, launch, doc)
+    for rel, launch, account in servers:
+        if not account.ready:
+            out.append(Finding(rel, "engine.log", "no start-up line of the engine", f"a {engine} server log"))
+        else:
+            out += _launch_findings(rel, launch, account) + _device_findings(rel, doc, launch, account)
+    return out or across(s, name, doc, servers)
+
+
+def check_engine_launches(s: Subject, ref: Reference) -> list[Finding]:
+    out = []
+    for name, doc in sorted(s.evidence.items()):
+        out += cross_check(s, name, doc)
+    return out
+
+
+CHECKS = (check_engine_launches,)
