@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from dayzero.report import benchcard
-from dayzero.report.benchcard import ClaimPoint, Point, build, frontier, pareto_svg, write_cards
+from dayzero.report.benchcard import BenchCard, ClaimPoint, Point, build, frontier, pareto_svg, write_cards
+from dayzero.report.cost import Price, per_million_tokens
 from dayzero.spec.card import Claim, ModelCard
 from dayzero.spec.matrix import load_matrix
 
@@ -184,3 +185,38 @@ def test_a_sweeps_floor_is_in_its_summary_and_the_cards_lines():
     card = benchcard.BenchCard("m", "cpu", "M", (), (summary,))
     said = "floor decode_ratio <= 3: failed (decode_ratio 3.5 > 3)"
     assert said in benchcard.to_html(card, "", "").replace("&lt;", "<").replace("&gt;", ">")
+
+
+def test_cost_at_every_point_and_on_the_pareto_frontier():
+    """2 USD per accelerator-hour: cost per 1M output tokens = 2 / (tok/s x 3600) x 10^6, so 100
+    tok/s per accelerator costs 5.5556, 60 costs 9.2593, 20 costs 27.7778; the frontier is listed
+    by tok/s per user, and its cheapest point is the one with the most tok/s per accelerator."""
+    price = Price(2.0, "USD", "test")
+    raw = [point("slow", 10, 100), point("fast", 50, 20), point("middle", 30, 60), point("beaten", 25, 50)]
+    on = frontier(raw)
+    pts = [
+        replace(p, frontier=p.id in on, cost_per_million=per_million_tokens(price, p.tok_s_per_accelerator))
+        for p in raw
+    ]
+    assert [p.cost_per_million for p in pts] == [5.5556, 27.7778, 9.2593, 11.1111]
+    card = BenchCard("m", "cpu", "M", tuple(pts), (), price=price)
+    got = benchcard.frontier_costs(card)
+    assert [(p.label, p.tok_s_per_user, p.cost_per_million) for p in got] == [
+        ("slow", 10, 5.5556),
+        ("middle", 30, 9.2593),
+        ("fast", 50, 27.7778),
+    ]
+    line = benchcard.frontier_cost_line(card)
+    assert line == (
+        "cost on the Pareto frontier (USD per 1M output tokens): 5.556 at 10 tok/s per user,"
+        " 9.259 at 30, 27.78 at 50; cheapest: a/b s slow"
+    )
+    assert line in benchcard.to_markdown(card, "cpu") and line in benchcard.to_html(card, "", "")
+    assert benchcard.to_json(card)["frontier_cost"] == [
+        {"point": p.id, "tok_s_per_user": p.tok_s_per_user, "cost_per_million": p.cost_per_million}
+        for p in got
+    ]
+    unpriced = BenchCard("m", "cpu", "M", tuple(raw), ())
+    assert benchcard.frontier_cost_line(unpriced) == (
+        "cost on the Pareto frontier: not known (no price per accelerator-hour for this hardware kind)"
+    )

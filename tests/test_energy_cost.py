@@ -105,3 +105,64 @@ def test_nvidia_smi_csv_as_an_h200_printed_it():
     assert len(samples) == 6 and samples[0].watts == {"gpu0": 79.77} and samples[-1].watts == {"gpu0": 79.15}
     assert samples[-1].t - samples[0].t == pytest.approx(2.504, abs=1e-3)
     assert integrate(samples)["gpu0"] == pytest.approx(198.41, abs=0.01)  # ~79.2 W x 2.5 s
+
+
+def test_amd_smi_on_a_real_radeon_recording_with_other_sections_and_wrapped_lists():
+    """`amd-smi metric` as a user printed it (README: joular/powerjoular#67): the POWER section
+    among USAGE (a list wrapped over three lines) and CLOCK, voltages in mV, one GPU."""
+    assert amd_smi_power((DATA / "amd-smi-metric-radeon-powerjoular-67.txt").read_text()) == {"gpu0": 20.0}
+
+
+def powercap_info_zones(text: str) -> dict[str, dict[str, str]]:
+    """`powercap-info -p intel-rapl` output -> {sysfs zone dir: {file: value}} (zone `0:1` is the
+    directory `intel-rapl:0:1`)."""
+    zones: dict[str, dict[str, str]] = {}
+    zone = None
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        key, _, value = line.strip().partition(": ")
+        if key.startswith("Zone "):
+            zone = zones.setdefault(f"intel-rapl:{key.removeprefix('Zone ')}", {})
+            depth = indent
+        elif key.startswith("Constraint "):
+            zone = None  # a constraint's name is not the zone's
+        elif zone is not None and indent == depth + 2 and value:
+            zone[key] = value
+    return zones
+
+
+def test_rapl_on_a_real_reading_through_the_clients_sysfs_reader_with_a_wrap(tmp_path):
+    """A real laptop's zones (README: MangoHud#1776), laid out as /sys/class/powercap holds them
+    and read by the host client's own reader; the second read is derived from it: package-0 drew
+    240 kJ and wrapped at its real max_energy_range_uj, core drew 100 J; subzones not counted."""
+    from dayzero.loadgen.client import rapl_zones
+
+    real = powercap_info_zones((DATA / "rapl-powercap-info-mangohud-1776.txt").read_text())
+    assert set(real) == {"intel-rapl:0", "intel-rapl:0:0", "intel-rapl:0:1"}
+    assert real["intel-rapl:0"] == {
+        "name": "package-0",
+        "enabled": "1",
+        "max_energy_range_uj": "262143328850",
+        "energy_uj": "26963529117",
+    }
+
+    def lay_out(zones):
+        root = tmp_path / "powercap"
+        for zone, files in zones.items():
+            for name in ("name", "energy_uj", "max_energy_range_uj"):
+                (root / zone).mkdir(parents=True, exist_ok=True)
+                (root / zone / name).write_text(files[name] + "\n")
+        return str(root)
+
+    before = rapl_zones(lay_out(real))
+    package = real["intel-rapl:0"]
+    wrapped = (int(package["energy_uj"]) + 240_000_000_000) - int(package["max_energy_range_uj"])
+    assert 0 < wrapped < int(package["energy_uj"])  # the counter went down: it wrapped
+    later = {
+        **real,
+        "intel-rapl:0": {**package, "energy_uj": str(wrapped)},
+        "intel-rapl:0:0": {**real["intel-rapl:0:0"], "energy_uj": str(7980278886 + 100_000_000)},
+    }
+    after = rapl_zones(lay_out(later))
+    assert before["intel-rapl:0"]["energy_uj"] == "26963529117"  # sysfs text, as the client keeps it
+    assert rapl_joules(before, after) == pytest.approx({"package-0": 240_000.0})

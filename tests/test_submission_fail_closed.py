@@ -220,3 +220,53 @@ def test_records_that_do_not_state_their_concurrency_are_a_finding(lab, tmp_path
         return edit_json(members, rel, lambda doc: doc["client"].pop("concurrency"))
 
     rejected_naming(lab, forged(lab, tmp_path, change), "antigaming.concurrency", "client.concurrency")
+
+
+# --- power readings: a hostile value is a finding naming its field, never a crash --------------
+
+GOOD_POWER = {"t0": 0.0, "t1": 1.0, "interval": 0.5, "errors": [], "absent": ["amd-smi not found"]}
+BAD_POWER = {
+    "power": ("power", "not a reading"),
+    "power.t1": ("power", {**GOOD_POWER, "t1": "soon"}),
+    "power.errors": ("power", {**GOOD_POWER, "errors": [{"x": 1}]}),
+    "power.nvidia_smi": ("power", {**GOOD_POWER, "nvidia_smi": "no header, no watts\n1, 2\n"}),
+    "power.amd_smi/0.t": ("power", {**GOOD_POWER, "amd_smi": [{"t": None, "text": "GPU: 0"}]}),
+    "power.amd_smi/0.text": ("power", {**GOOD_POWER, "amd_smi": [{"t": 0.5, "text": 7}]}),
+    "power.rapl.before": ("power", {**GOOD_POWER, "rapl": {"before": [], "after": {}}}),
+    "power.rapl.after.intel-rapl:0.energy_uj": (
+        "power",
+        {
+            **GOOD_POWER,
+            "rapl": {
+                "before": {"intel-rapl:0": {"name": "package-0", "energy_uj": 1, "max_energy_range_uj": 9}},
+                "after": {
+                    "intel-rapl:0": {"name": "package-0", "energy_uj": "lots", "max_energy_range_uj": 9}
+                },
+            },
+        },
+    ),
+    "power_host": ("power_host", ["h"]),
+    "power_hosts": ("power_hosts", ["h1", "h2"]),
+    "power_hosts.h1.t0": ("power_hosts", {"h1": {**GOOD_POWER, "t0": "x"}}),
+}
+
+
+def sweep_records(members: Members) -> str:
+    return next(name for name in members if "/records/sweep-" in name and name.endswith("-r0.json"))
+
+
+@pytest.mark.parametrize("field", list(BAD_POWER))
+def test_a_power_field_that_is_not_a_reading_is_a_finding_naming_it(lab, tmp_path, field):
+    key, value = BAD_POWER[field]
+    members = lab.members()
+    members = edit_json(members, sweep_records(members), lambda doc: doc.__setitem__(key, value))
+    bundle = write_members(out(tmp_path, "power"), resign(members, lab.key, VENDOR, tmp_path))
+    rejected_naming(lab, bundle, "schema.records", f"{field}:")
+
+
+def test_a_well_formed_power_reading_passes_the_records_schema():
+    from dayzero.submission.schema import records_problem
+
+    doc = {"records": [], "client": {"processes": 1, "concurrency": 1, "cpu_count": 2}}
+    assert records_problem({**doc, "power": GOOD_POWER, "power_host": "h", "power_hosts": {"h2": None}}) == ""
+    assert records_problem({**doc, "power": None}) == ""

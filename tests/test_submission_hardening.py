@@ -77,7 +77,8 @@ def test_the_acceptance_table_escapes_what_evidence_says(lab, tmp_path):
     table = [line for line in md.splitlines() if line.startswith("| ")]
     assert len(table) == 2 and "<script>" not in md and "a%20b%29%28.json" in md
     html = to_html([row], tmp_path)
-    assert "<script>" not in html and html.count("<tr ") == 1
+    assert "<script>alert" not in html and html.count("<script>") == 1  # the page's own filter script
+    assert html.count("<tr data-cell=") == 1 and html.count("<td data-cell=") == 1  # the list and the grid
 
 
 def test_vendor_evidence_never_sets_the_labs_current_engine_version():

@@ -382,6 +382,10 @@ def to_json(card: BenchCard) -> dict:
         "sweeps": list(card.summaries),
         "claims": [asdict(c) for c in card.claims],
         "price": asdict(card.price) if card.price else None,
+        "frontier_cost": [
+            {"point": p.id, "tok_s_per_user": p.tok_s_per_user, "cost_per_million": p.cost_per_million}
+            for p in frontier_costs(card)
+        ],
         "energy": card.energy,
         "evidence": list(card.evidence),
     }
@@ -405,6 +409,29 @@ def _summary_lines(card: BenchCard) -> list[str]:
             text += f"; floor {metric} {way} {floor['bound']:g}: {floor['verdict']} ({floor['message']})"
         lines.append(text)
     return lines
+
+
+def frontier_costs(card: BenchCard) -> list[Point]:
+    """The frontier's priced points by tok/s per user: what interactivity costs."""
+    on = [p for p in card.points if p.frontier and p.cost_per_million is not None]
+    return sorted(on, key=lambda p: p.tok_s_per_user or 0.0)
+
+
+def frontier_cost_line(card: BenchCard) -> str:
+    """Cost per 1M output tokens along the frontier, and its cheapest point (the one with the most
+    tok/s per accelerator: cost is price over throughput)."""
+    if card.price is None:
+        return "cost on the Pareto frontier: not known (no price per accelerator-hour for this hardware kind)"
+    on = frontier_costs(card)
+    if not on:
+        return "cost on the Pareto frontier: no priced point on it"
+    at = ", ".join(
+        f"{p.cost_per_million:.4g} at {p.tok_s_per_user:.4g}" + (" tok/s per user" if i == 0 else "")
+        for i, p in enumerate(on)
+    )
+    cheapest = min(on, key=lambda p: p.cost_per_million)
+    unit = f"{card.price.currency} per 1M output tokens"
+    return f"cost on the Pareto frontier ({unit}): {at}; cheapest: {cheapest.id}"
 
 
 def _price_line(card: BenchCard) -> str:
@@ -439,6 +466,7 @@ def to_markdown(card: BenchCard, stem: str) -> str:
             lines += [f"![context]({stem}.context.svg)", "", f"![decode]({stem}.decode.svg)", ""]
     lines += [f"- {escape(line, 'markdown')}" for line in _summary_lines(card)]
     lines += [f"- energy: {card.energy}", f"- {escape(_price_line(card), 'markdown')}"]
+    lines.append(f"- {escape(frontier_cost_line(card), 'markdown')}")
     lines += [
         f"- published claims: {len(card.claims)}"
         + ("" if card.claims else " drawn (none states both tok/s per accelerator and per user)"),
@@ -466,7 +494,7 @@ def to_html(card: BenchCard, pareto: str, context: str) -> str:
         body += [f'<table id="sweeps"><thead><tr>{head}</tr></thead><tbody>', *rows, "</tbody></table>"]
         if any(p.kind == "context" for p in card.points):
             body.append(f'<div id="context">{context}</div>')
-    items = [*_summary_lines(card), f"energy: {card.energy}", _price_line(card)]
+    items = [*_summary_lines(card), f"energy: {card.energy}", _price_line(card), frontier_cost_line(card)]
     items.append(f"published claims: {len(card.claims)}")
     body.append("<ul>" + "".join(f"<li>{escape(i, 'html')}</li>" for i in items) + "</ul>")
     title = f"Benchmark card: {card.display_name} on {card.kind}"

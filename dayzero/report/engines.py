@@ -1,7 +1,8 @@
 """Engines side by side: where a card serves one hardware kind with several engines, one grid per
 (model, kind) with a row per mode/strategy and a column per engine, read from acceptance rows.
 
-Pure: rows in, grids out; the acceptance writers render them (Markdown and HTML)."""
+Pure: rows in, grids out; acceptance.md prints them. acceptance.html shows a kind's engines as
+adjacent rows of its grid (`dayzero.report.grid`) and names each comparison under it."""
 
 from __future__ import annotations
 
@@ -54,19 +55,3 @@ def to_markdown(found: list[Grid]) -> list[str]:
         ]
         lines.append("")
     return lines
-
-
-def to_html(found: list[Grid], esc, badge) -> list[str]:
-    """`badge(status)` renders a status as the acceptance table does."""
-    out: list[str] = []
-    for g in found:
-        head = "".join(f"<th>{esc(e)}</th>" for e in g.engines)
-        out += [
-            f"<h2>Engines side by side: {esc(g.title)}</h2>",
-            f"<table class=engines><thead><tr><th>mode/strategy</th>{head}</tr></thead><tbody>",
-        ]
-        for variant, statuses in g.rows:
-            cells = "".join(f"<td>{badge(s) if s else '—'}</td>" for s in statuses)
-            out.append(f"<tr><td><code>{esc(variant)}</code></td>{cells}</tr>")
-        out.append("</tbody></table>")
-    return out

@@ -6,12 +6,14 @@ anti-gaming checks can trust shapes and stay simple.
 
 from __future__ import annotations
 
+import csv
 import json
 from functools import cache
 from typing import Any
 
 import jsonschema
 
+from dayzero.checks.energy import nvidia_smi_csv
 from dayzero.run.records import cell_folder, is_metrics_file, is_records_file
 from dayzero.spec import yamlfile
 from dayzero.submission.bundle import MANIFEST, SUBMISSION, Bundle, Reference, Subject, in_layout
@@ -170,9 +172,79 @@ def records_problem(doc) -> str:
     counters = doc.get("counters", {})
     if not isinstance(counters, dict) or not all(_counters_ok(counters.get(k)) for k in ("before", "after")):
         return "counters: before and after must be numbers or {drafts, draft_tokens, accepted}"
+    if problem := power_problem(doc.get("power")):
+        return problem
+    if not isinstance(doc.get("power_host", ""), str):
+        return "power_host: the client's host name, a string"
+    hosts = doc.get("power_hosts") or {}
+    if not isinstance(hosts, dict):
+        return "power_hosts: an object of host name -> power readings"
+    for host, power in hosts.items():
+        if problem := power_problem(power, f"power_hosts.{host}"):
+            return problem
     for i, r in enumerate(doc["records"]):
         if problem := record_problem(r):
             return f"records/{i}: {problem}"
+    return ""
+
+
+def _microjoules(value) -> bool:
+    """A RAPL counter as the client keeps it: the sysfs file's text, or a count."""
+    return _integer(value, null=False) or (isinstance(value, str) and value.isascii() and value.isdigit())
+
+
+def _rapl_problem(zones, where: str) -> str:
+    if not isinstance(zones, dict):
+        return f"{where}: an object of RAPL zones"
+    for zone, z in zones.items():
+        if not isinstance(z, dict):
+            return f"{where}.{zone}: an object {{name, energy_uj, max_energy_range_uj}}"
+        for key in ("energy_uj", "max_energy_range_uj"):
+            if not _microjoules(z.get(key)):
+                return f"{where}.{zone}.{key}: a count of microjoules"
+        if not isinstance(z.get("name", ""), str | None):
+            return f"{where}.{zone}.name: a string"
+    return ""
+
+
+def power_problem(power, where: str = "power") -> str:
+    """One host's power readings as the sampler keeps them (`PowerSampler.finish`,
+    `lab.power.merge_windows`), constrained where `checks.energy` reads them; null: none taken."""
+    if power is None:
+        return ""
+    if not isinstance(power, dict):
+        return f"{where}: an object of readings or null"
+    for key in ("t0", "t1"):
+        if not _number(power.get(key), null=False):
+            return f"{where}.{key}: a number of seconds"
+    if not _number(power.get("interval")):
+        return f"{where}.interval: a number of seconds or null"
+    for key in ("errors", "absent"):
+        said = power.get(key, [])
+        if not isinstance(said, list) or not all(isinstance(x, str) for x in said):
+            return f"{where}.{key}: a list of strings"
+    if "nvidia_smi" in power:
+        if not isinstance(power["nvidia_smi"], str):
+            return f"{where}.nvidia_smi: nvidia-smi's CSV as text"
+        try:
+            nvidia_smi_csv(power["nvidia_smi"])
+        except (ValueError, csv.Error) as exc:
+            return f"{where}.nvidia_smi: {short(str(exc))}"
+    reads = power.get("amd_smi", [])
+    if not isinstance(reads, list):
+        return f"{where}.amd_smi: a list of {{t, text}} readings"
+    for i, read in enumerate(reads):
+        if not isinstance(read, dict) or not _number(read.get("t"), null=False):
+            return f"{where}.amd_smi/{i}.t: a number of seconds"
+        if not isinstance(read.get("text"), str):
+            return f"{where}.amd_smi/{i}.text: amd-smi's output as text"
+    if "rapl" in power:
+        rapl = power["rapl"]
+        if not isinstance(rapl, dict):
+            return f"{where}.rapl: an object {{before, after}}"
+        for key in ("before", "after"):
+            if problem := _rapl_problem(rapl.get(key), f"{where}.rapl.{key}"):
+                return problem
     return ""
 
 
