@@ -1,4 +1,5 @@
-"""A hung engine, for real: llama-server SIGSTOPped mid-cell on the local inventory.
+"""A hung engine, for real: llama-server SIGSTOPped mid-cell, on the local inventory and on a
+testbed host over SSH; and a host whose network drops every packet (its own network namespace).
 
 The cell must end within the card's stall bound (plus the teardown's kill grace), as the card's
 verdict, with nothing left: no llama-server, no watchdog, no lease. Without stall detection the
@@ -72,29 +73,43 @@ def group_gone(pgid: int, within: float) -> bool:
     return True
 
 
+class Freezer:
+    """SIGSTOPs the cell's llama-server 1 s after it is ready (the probes under way), and
+    resumes it RESCUE_S later, so that a run without stall detection still ends (and fails on
+    the time it took). `say` is the run's progress callback; `thaw` ends what is left."""
+
+    def __init__(self) -> None:
+        self.pgids: list[int] = []
+        self.stopped: list[float] = []
+        self.rescue: list[threading.Timer] = []
+
+    def say(self, message: str) -> None:
+        if m := re.match(r"started server\[0\] on \S+ \(pgid (\d+)\)", message):
+            self.pgids.append(int(m.group(1)))
+        if message.startswith("ready after"):
+            threading.Timer(1.0, self._stop).start()
+
+    def _stop(self) -> None:
+        _signal(self.pgids[0], signal.SIGSTOP)
+        self.stopped.append(time.monotonic())
+        self.rescue.append(threading.Timer(RESCUE_S, lambda: _signal(self.pgids[0], signal.SIGCONT)))
+        self.rescue[0].start()
+
+    def thaw(self) -> None:
+        for timer in self.rescue:
+            timer.cancel()
+        for pgid in self.pgids:  # a run that failed its asserts must not leave a stopped server
+            subprocess.run(["bash", "-c", f"kill -CONT -- -{pgid}; kill -KILL -- -{pgid}"], check=False)
+
+
 @pytest.mark.parametrize("verdict", ["failed", "broken"])
 def test_a_sigstopped_llama_server_ends_the_cell_within_the_stall_bound(tmp_path, local_inventory, verdict):
     from dayzero.errors import InfrastructureError
 
     inv = local_inventory()
-    pgids: list[int] = []
-    stopped: list[float] = []
-    rescue: list[threading.Timer] = []
-
-    def say(message: str) -> None:
-        if m := re.match(r"started server\[0\] on \S+ \(pgid (\d+)\)", message):
-            pgids.append(int(m.group(1)))
-        if message.startswith("ready after"):  # stop it once the probes are under way
-
-            def stop() -> None:
-                _signal(pgids[0], signal.SIGSTOP)
-                stopped.append(time.monotonic())
-                rescue.append(threading.Timer(RESCUE_S, lambda: _signal(pgids[0], signal.SIGCONT)))
-                rescue[0].start()
-
-            threading.Timer(1.0, stop).start()
-
-    ctx = context(stall_matrix(tmp_path / "matrix", verdict), inv, tmp_path / "reports", say)
+    freezer = Freezer()
+    pgids, stopped = freezer.pgids, freezer.stopped
+    ctx = context(stall_matrix(tmp_path / "matrix", verdict), inv, tmp_path / "reports", freezer.say)
     cell = cpu_cell(ctx.matrix)
     try:
         if verdict == "failed":
@@ -108,10 +123,7 @@ def test_a_sigstopped_llama_server_ends_the_cell_within_the_stall_bound(tmp_path
         ended = time.monotonic()
     finally:
         ctx.close()
-        for timer in rescue:
-            timer.cancel()
-        for pgid in pgids:  # a run that failed its asserts must not leave a stopped server
-            subprocess.run(["bash", "-c", f"kill -CONT -- -{pgid}; kill -KILL -- -{pgid}"], check=False)
+        freezer.thaw()
     assert stopped, "the fault was injected"
     took = ended - stopped[0]
     assert "engine stall on local" in error, error
@@ -153,6 +165,30 @@ def netns_bed(tmp_path):
             bed.stop()
     finally:
         host.delete()
+
+
+def test_a_sigstopped_llama_server_on_an_ssh_host_ends_the_cell_within_the_stall_bound(netns_bed, tmp_path):
+    """The same hung engine on a testbed host reached over SSH: its client keeps beating while the
+    engine is silent, so the stall bound (not the host's silence) ends the cell, as the card's
+    verdict (failed); the teardown kills the stopped server over SSH and releases the lease."""
+    bed, _ = netns_bed
+    freezer = Freezer()
+    matrix = stall_matrix(tmp_path / "matrix", "failed")
+    ctx = context(matrix, inventory(bed), tmp_path / "reports", freezer.say)
+    try:
+        outcome = run_cell(ctx, cpu_cell(ctx.matrix))
+        ended = time.monotonic()
+    finally:
+        ctx.close()
+        freezer.thaw()
+    assert freezer.stopped, "the fault was injected"
+    took = ended - freezer.stopped[0]
+    print(f"cell ended {took:.1f}s after the server stopped")
+    assert outcome.verdict == "failed", outcome.error
+    assert f"engine stall on {bed.hosts[0].name}" in outcome.error, outcome.error
+    assert took < STALL_S + KILL_GRACE_S + 20, f"the cell ended {took:.0f}s after the server stopped"
+    assert group_gone(freezer.pgids[0], 0), "llama-server outlived the cell"
+    assert not nothing_left(bed), "something was left on the host"
 
 
 def test_the_hosts_network_dropping_every_packet_mid_cell_is_broken_within_the_bound(netns_bed, tmp_path):
