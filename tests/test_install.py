@@ -151,6 +151,7 @@ def test_build_engine_runs_on_a_bare_python_before_any_venv():
         "llama-server", str(cache.server_binary()),
         "rpc-server", str(cache.rpc_server_binary()),
         "model", str(cache.model_path()),
+        "tools-template", str(cache.tools_template_path()),
         "engines-venv", str(cache.engines_venv()),
         "sglang-model", str(cache.sglang_model_path()),
     ]  # fmt: skip

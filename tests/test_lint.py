@@ -261,7 +261,11 @@ def test_dry_run_with_lint_on_every_hardware_kind(lab_dry_run, hardware):
 @needs_llama
 def test_lint_refuses_to_launch_a_cell_that_does_not_parse(matrix_dir, tmp_path):
     card = matrix_dir / "models" / "smollm2-135m.yaml"
-    card.write_text(card.read_text().replace('--parallel, "1"]', '--parallel, "1", --paralell-typo]'))
+    text = card.read_text()
+    # low_latency's args (the first mode)
+    typo = text.replace('args: [--parallel, "1"', 'args: [--parallel, "1", --paralell-typo', 1)
+    assert typo != text
+    card.write_text(typo)
     result = run_pytest(
         "-q",
         "-m",

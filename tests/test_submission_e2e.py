@@ -195,3 +195,26 @@ def test_one_sglang_counter_changed_is_rejected(real_lab, tmp_path):
     report = _resigned(real_lab, {**members, rel: json.dumps(snaps).encode()}, tmp_path)
     assert not report.accepted
     assert "engine.metrics" in {f.requirement for f in report.findings}, report.lines()
+
+
+def test_the_real_tool_call_answers_are_recomputed_and_a_forged_call_is_caught(real_lab, tmp_path):
+    """The llama.cpp low_latency cells' tool-call phase (llama-server's own tool calling) is
+    recomputed from its raw answers like any check; one call's arguments made invalid against its
+    tool's schema (everything else as the run wrote it, re-signed) is refused."""
+    members = real_lab.members()
+    cell = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
+    ev = next(k for k, v in members.items() if k.startswith("evidence/") and json.loads(v)["cell"] == cell)
+    doc = json.loads(members[ev])
+    assert {c["name"] for c in doc["checks"] if c["name"].startswith("tools:")} == {
+        "tools:finish_reason@tool-use",
+        "tools:arguments@tool-use",
+        "tools:trigger@tool-use",
+    }
+    rel = next(r for r in doc["records"] if r.endswith("/records/tools-tool-use.json"))
+    answer = json.loads(members[rel])
+    called = next(r for r in answer["records"] if r.get("tool_calls"))
+    called["tool_calls"][0]["arguments"] = json.dumps({"city": 5})  # not a string: breaks the schema
+    report = _resigned(real_lab, {**members, rel: json.dumps(answer).encode()}, tmp_path)
+    assert not report.accepted
+    found = {f.requirement for f in report.findings if f.file in (ev, rel)}
+    assert {"recompute.claim", "recompute.tools"} <= found, report.lines()

@@ -3,6 +3,7 @@ over a real run with the stub engine (a server whose tool-call arguments break t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -28,6 +29,7 @@ from dayzero.spec.card import ToolCallRule, tool_rules_for
 from dayzero.spec.goldens import load_golden
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
+from dayzero.spec.recipe import templates
 
 from .conftest import REPO, write_yaml
 from .stub_cells import stub_card, stub_inventory, stub_matrix
@@ -184,10 +186,24 @@ def test_the_cards_run_the_suite_where_they_should():
     matrix = load_matrix(REPO / "matrix")
     sgl = matrix.cell("smollm2-135m/cpu+sglang/low_latency/baseline")
     assert tool_rules_for(matrix.card(sgl), sgl) == []  # no SGLang tool parser fits SmolLM2
+    for cell in (c for c in matrix.cells if c.model == "smollm2-135m" and c.engine == "llama.cpp"):
+        rules = tool_rules_for(matrix.card(cell), cell)
+        assert len(rules) == (cell.mode == "low_latency"), cell.id  # the deterministic mode only
+        template = any("--chat-template-file" in t.argv for t in templates(matrix.card(cell), cell))
+        assert template == (cell.mode == "low_latency"), f"{cell.id}: serves the tool template"
     for cell in (c for c in matrix.cells if c.model == "kimi-k3.1-pro" and c.supported):
         (rule,) = tool_rules_for(matrix.card(cell), cell)
         assert rule.reasoning and rule.concurrency == matrix.card(cell).mode(cell.mode).concurrency
         assert list(plan.tool_calls(matrix.card(cell), cell, SUITES))[0].phase == "tools-tool-use"
+
+
+def test_the_tool_template_the_card_checks_is_the_one_the_repository_ships():
+    """Preflight holds every host's copy to the card's size and sha256; tools/build-engine copies
+    the repository's file: a template edited without its card entry would fail every host."""
+    card = load_matrix(REPO / "matrix").cards["smollm2-135m"]
+    (entry,) = [f for f in card.model_files if f.path.endswith("/smollm2-135m-tools.jinja")]
+    shipped = (REPO / "matrix" / "models" / "templates" / "smollm2-135m-tools.jinja").read_bytes()
+    assert (entry.size, entry.sha256) == (len(shipped), hashlib.sha256(shipped).hexdigest())
 
 
 # -- a real run of the phase, with the stub engine ------------------------------------------------

@@ -57,8 +57,9 @@ def test_the_card_names_its_files_under_model_root_with_a_revision(matrix_dir):
     assert {f.role for f in kimi.model_files} == {"weights", "draft"}
     assert all(f.path.startswith("{model_root}/") for f in kimi.model_files)
     smol = matrix.card(matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline"))
-    (gguf,) = smol.model_files
+    gguf, template = smol.model_files  # the GGUF, and the chat template its tool phase serves
     assert gguf.path == smol.weights and gguf.sha256 and gguf.size  # the GGUF itself, checksummed
+    assert template.role == "chat_template" and template.sha256 and template.size
     sgl = matrix.card(matrix.cell("smollm2-135m/cpu+sglang/low_latency/baseline"))
     (st,) = sgl.model_files  # an engine's entry names its own weights' files
     assert st.path.startswith(sgl.weights + "/") and st.size

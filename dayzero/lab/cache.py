@@ -19,6 +19,9 @@ LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 BUILD_FLAVOUR = "rpc"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_BF16 = "SmolLM2-135M-Instruct-bf16"
+# The chat template with tool syntax the llama.cpp cpu cells serve (the card's model_files):
+# shipped in the repository, installed beside the GGUF so every host finds it under model_root.
+SMOLLM2_TOOLS_TEMPLATE = "smollm2-135m-tools.jinja"
 BUILD_SCRIPT = Path("tools") / "build-engine"
 
 
@@ -43,6 +46,10 @@ def model_path() -> Path:
     return cache_root() / "models" / SMOLLM2_GGUF
 
 
+def tools_template_path() -> Path:
+    return cache_root() / "models" / SMOLLM2_TOOLS_TEMPLATE
+
+
 def engines_venv() -> Path:
     """SGLang 0.5.23 and its router (tools/build-sglang): parsers for lint, servers for the cpu cells."""
     return cache_root() / "engines-venv"
@@ -62,7 +69,8 @@ def sglang_record() -> Path | None:
 def print_paths() -> None:
     print(
         f"llama-server {server_binary()}\nrpc-server {rpc_server_binary()}\nmodel {model_path()}\n"
-        f"engines-venv {engines_venv()}\nsglang-model {sglang_model_path()}"
+        f"tools-template {tools_template_path()}\nengines-venv {engines_venv()}\n"
+        f"sglang-model {sglang_model_path()}"
     )
 
 

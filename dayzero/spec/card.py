@@ -73,7 +73,7 @@ class ModelFile:
 
     path: str  # "{model_root}/..."
     revision: str | None  # the hub revision the recipes were written for; None until published
-    role: str = "weights"  # weights | draft
+    role: str = "weights"  # weights | draft | chat_template
     hub: str | None = None
     size: int | None = None
     sha256: str | None = None

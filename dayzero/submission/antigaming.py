@@ -245,6 +245,13 @@ def check_speculative_requests(s: Subject, ref: Reference) -> list[Finding]:
     )
 
 
+def check_tool_call_requests(s: Subject, ref: Reference) -> list[Finding]:
+    """The tool-call phase asked the suite's cases, each once, with the rule's max_tokens."""
+    return _other_requests(
+        s, ref, lambda v: v.tool_calls, "antigaming.tools", lambda tp: f"cases of suite {tp.suite.name}"
+    )
+
+
 def _time(value: str) -> float | None:
     moment = parse_iso(value)
     return moment.timestamp() if moment is not None else None
@@ -290,5 +297,6 @@ CHECKS = (
     check_probe_requests,
     check_accuracy_requests,
     check_speculative_requests,
+    check_tool_call_requests,
     check_run_window,
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dayzero.checks import CheckResult
 from dayzero.run import plan, records
-from dayzero.run.plan import AccuracyPlan, MeasurementPlan, ProbePlan, SpeculativePlan
+from dayzero.run.plan import AccuracyPlan, MeasurementPlan, ProbePlan, SpeculativePlan, ToolCallPlan
 from dayzero.run.sweeps import SweepPlan, SweepPoint, plans
 from dayzero.spec.card import Floor, ModelCard
 from dayzero.spec.goldens import Golden, load_golden
@@ -91,6 +91,10 @@ class CellView:
     @cached_property
     def speculative(self) -> tuple[SpeculativePlan, ...]:
         return tuple(plan.speculative(self.card, self.cell, self.suites))
+
+    @cached_property
+    def tool_calls(self) -> tuple[ToolCallPlan, ...]:
+        return tuple(plan.tool_calls(self.card, self.cell, self.suites))
 
     @cached_property
     def sweeps(self) -> tuple[SweepPlan, ...]:

@@ -53,7 +53,7 @@ def phases(view: CellView) -> Iterator[tuple[str, dict, dict[str, Asked]]]:
     for m in view.loads:
         for rep, rel, answer in repetitions(view, m):
             yield rel, answer, asked(m.requests(rep))
-    for plan in (view.probes, *view.gates, *view.speculative):
+    for plan in (view.probes, *view.gates, *view.speculative, *view.tool_calls):
         try:
             rel, answer = view.answer(plan.phase)
         except Unrecomputable:

