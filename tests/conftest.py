@@ -115,7 +115,8 @@ def main_job(tmp_path_factory) -> MainJob:
     For local iteration only, DAYZERO_TEST_MAIN_JOB_REPORTS names the reports of an earlier
     `pytest -m cpu --reports=<dir>` to reuse instead of running the job (~9 min): its consumers
     then read those reports, and the main-job test, which judges the job's own output, fails.
-    Unset (CI, and every run that counts), the job runs."""
+    Reports run before this checkout's last commit are refused as such (timeline.before-commit):
+    run the job again after committing. Unset (CI, and every run that counts), the job runs."""
     if reused := os.environ.get(MAIN_JOB_REPORTS):
         note = f"not run: reports reused from ${MAIN_JOB_REPORTS}={reused}"
         return MainJob(subprocess.CompletedProcess(["pytest", "-m", "cpu"], 0, note, ""), Path(reused))
