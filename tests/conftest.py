@@ -103,14 +103,54 @@ class MainJob:
     reports: Path
 
 
+MAIN_JOB_REPORTS = "DAYZERO_TEST_MAIN_JOB_REPORTS"
+
+
 @pytest.fixture(scope="session")
 def main_job(tmp_path_factory) -> MainJob:
     """`pytest -m cpu` on the repository's matrix and the local inventory, as a user runs it.
     The main-job test judges it; the submission round trip packs its reports (every one-host cpu
-    cell of both engines), so the cells run once per session, not once per consumer."""
+    cell of both engines), so the cells run once per session, not once per consumer.
+
+    For local iteration only, DAYZERO_TEST_MAIN_JOB_REPORTS names the reports of an earlier
+    `pytest -m cpu --reports=<dir>` to reuse instead of running the job (~9 min): its consumers
+    then read those reports, and the main-job test, which judges the job's own output, fails.
+    Reports run before this checkout's last commit are refused as such (timeline.before-commit):
+    run the job again after committing. Unset (CI, and every run that counts), the job runs."""
+    if reused := os.environ.get(MAIN_JOB_REPORTS):
+        note = f"not run: reports reused from ${MAIN_JOB_REPORTS}={reused}"
+        return MainJob(subprocess.CompletedProcess(["pytest", "-m", "cpu"], 0, note, ""), Path(reused))
     reports = tmp_path_factory.mktemp("main-job") / "reports"
     result = run_pytest("-m", "cpu", "-q", "-rA", f"--reports={reports}", timeout=2400)
     return MainJob(result, reports)
+
+
+@pytest.fixture(scope="session")
+def real_lab(main_job, tmp_path_factory):
+    """The main job's reports packed by a vendor (tests/submission_corpus `lab_from_run`) and
+    checked against the repository's own matrix: every one-host cpu cell of both engines, with
+    their sweeps, as `pytest -m cpu` measured them. Packed once per session: the submission
+    modules forge from this one bundle."""
+    from .submission_corpus.lab import lab_from_run
+
+    assert main_job.result.returncode == 0, main_job.result.stdout[-4000:]
+    return lab_from_run(tmp_path_factory.mktemp("vendor"), main_job.reports, REPO / "matrix")
+
+
+# Both labs a forgery is built from: the synthetic run (fast, every test session) and the main
+# job's real run (an e2e test: it needs the engines and waits for `main_job`).
+LABS = ["synthetic", pytest.param("real", marks=[pytest.mark.e2e])]
+
+
+@pytest.fixture(scope="module", params=LABS)
+def either_lab(request):
+    """The module's own synthetic `lab` fixture, then `real_lab`: a forgery that applies to both
+    is built from each, consistently, and must be refused alike."""
+    if request.param == "real":
+        if not engine_ready() and not os.environ.get("CI"):
+            pytest.skip("llama-server not built: run tools/build-engine (CI builds it)")
+        return request.getfixturevalue("real_lab")
+    return request.getfixturevalue("lab")
 
 
 def processes_matching(needle: str) -> list[str]:

@@ -4,6 +4,9 @@ times by the time they mean, never by their text.
 A valid ISO 8601 basic-format date ("20261204T112943Z") sorts after every extended-format one
 ("2026-12-04T..."), and a time written with another offset sorts by its wall-clock digits: as
 text, a vendor row could never be displaced by the lab's later runs.
+
+Each bundle-level case is built twice (`either_lab`, tests/conftest.py): from the synthetic lab
+and from the main job's real cpu run.
 """
 
 from __future__ import annotations
@@ -58,24 +61,24 @@ def test_parse_iso_takes_only_rfc3339_with_an_offset():
         assert parse_iso(text) is None, text
 
 
-def test_a_run_dated_in_the_basic_format_is_refused_by_the_schema(lab, tmp_path):
+def test_a_run_dated_in_the_basic_format_is_refused_by_the_schema(either_lab, tmp_path):
     def change(members: Members) -> Members:
         def redate(doc):
             doc["run"].update(started=basic(doc["run"]["started"]), finished=basic(doc["run"]["finished"]))
 
         return edit_json(members, evidence_name(members), redate)
 
-    findings(lab, resigned(lab, tmp_path, change), "schema.evidence", "run/started")
+    findings(either_lab, resigned(either_lab, tmp_path, change), "schema.evidence", "run/started")
 
 
-def test_a_bundle_created_in_the_basic_format_is_refused_by_the_schema(lab, tmp_path):
+def test_a_bundle_created_in_the_basic_format_is_refused_by_the_schema(either_lab, tmp_path):
     def change(members: Members) -> Members:
         return edit_json(members, SUBMISSION, lambda doc: doc.update(created=basic(doc["created"])))
 
-    findings(lab, resigned(lab, tmp_path, change), "schema.submission", "created")
+    findings(either_lab, resigned(either_lab, tmp_path, change), "schema.submission", "created")
 
 
-def test_a_lease_time_in_another_format_is_a_finding(lab, tmp_path):
+def test_a_lease_time_in_another_format_is_a_finding(either_lab, tmp_path):
     def change(members: Members) -> Members:
         def redate(doc):
             lease = doc["hosts"][0]["lease"]
@@ -83,7 +86,7 @@ def test_a_lease_time_in_another_format_is_a_finding(lab, tmp_path):
 
         return edit_json(members, evidence_name(members), redate)
 
-    findings(lab, resigned(lab, tmp_path, change), "timeline.date", "lease.acquired")
+    findings(either_lab, resigned(either_lab, tmp_path, change), "timeline.date", "lease.acquired")
 
 
 def _later_lab_run(source: Path, dest_dir: Path) -> Path:
@@ -102,9 +105,9 @@ def _later_lab_run(source: Path, dest_dir: Path) -> Path:
     return path
 
 
-def test_a_labs_later_run_displaces_a_vendor_row_by_parsed_time(lab, tmp_path):
+def test_a_labs_later_run_displaces_a_vendor_row_by_parsed_time(either_lab, tmp_path):
     reports = tmp_path / "reports"
-    report, written = accept(lab.bundle, lab.ref, reports)
+    report, written = accept(either_lab.bundle, either_lab.ref, reports)
     assert report.accepted
     vendor = next(p for p in written if "low_latency__baseline" in p.name)
     cell = json.loads(vendor.read_text())["cell"]
@@ -114,7 +117,7 @@ def test_a_labs_later_run_displaces_a_vendor_row_by_parsed_time(lab, tmp_path):
     own = tmp_path / "own" / "evidence"
     own.mkdir(parents=True)
     first = own / "first.json"
-    shutil.copyfile(lab.reports / "evidence" / Path(evidence_name(lab.members())).name, first)
+    shutil.copyfile(either_lab.reports / "evidence" / Path(evidence_name(either_lab.members())).name, first)
     second = _later_lab_run(first, own)
     assert select_evidence(own.parent, [cell]) == [(second, json.loads(second.read_text()))]
     assert latest_by_cell(own.parent)[cell]["run"]["id"] == "lab-later"

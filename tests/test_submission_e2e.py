@@ -18,9 +18,9 @@ from dayzero.submission.accept import accept
 from dayzero.submission.recompute import recompute_all
 from dayzero.submission.schema import load_subject
 
-from .conftest import REPO, needs_engine
+from .conftest import needs_engine
 from .submission_corpus.hostile import CASES, Case
-from .submission_corpus.lab import VENDOR, Lab, lab_from_run
+from .submission_corpus.lab import VENDOR
 
 pytestmark = [pytest.mark.e2e, needs_engine]
 CPU_CELLS = [  # every one-host cpu cell of both engines: the main job's
@@ -31,15 +31,6 @@ CPU_CELLS = [  # every one-host cpu cell of both engines: the main job's
     "smollm2-135m/cpu+sglang/high_throughput/baseline",
     "smollm2-135m/cpu+sglang/low_latency/baseline",
 ]
-
-
-@pytest.fixture(scope="module")
-def real_lab(main_job, tmp_path_factory) -> Lab:
-    """The main job's reports (tests/conftest.py `main_job`), packed by a vendor and checked
-    against the repository's own matrix: the bundle holds every one-host cpu cell of both engines,
-    with their sweeps, as `pytest -m cpu` measured them."""
-    assert main_job.result.returncode == 0, main_job.result.stdout[-4000:]
-    return lab_from_run(tmp_path_factory.mktemp("vendor"), main_job.reports, REPO / "matrix")
 
 
 def normalise(markdown: str) -> str:

@@ -6,6 +6,12 @@ scaled by one factor and, in the load phases, the generated tokens by another, w
 log, the `/metrics` snapshots and the evidence rewritten to agree, then re-signed. The lab's
 host is a 2-core cpu host whose preflight measured `SYNTHETIC_BANDWIDTH_GBS` of memory bandwidth;
 the synthetic server streams a token every 4 ms.
+
+The issue's forgery and the missing bandwidth are built from the main job's real cpu run as well
+(`real_lab`, tests/conftest.py): its llama.cpp cell forged from the speed it measured, its
+llama-server log, counters and per-request timings rewritten to agree. The property runs on the
+synthetic lab only: its examples need a known honest speed and a bundle checked in well under a
+second, many times over.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ from hypothesis import strategies as st
 
 from dayzero.submission.physics import REQUIREMENT
 
-from .submission_corpus.hostile import recomputed
+from .conftest import needs_engine
+from .submission_corpus.hostile import evidence_name, perf_file, recomputed
 from .submission_corpus.lab import REPO, VENDOR, Lab, make_lab
-from .submission_corpus.speed import forged_bundle
+from .submission_corpus.speed import forged_bundle, median_gap
 from .submission_corpus.synthetic import ITL_S, SYNTHETIC_BANDWIDTH_GBS
 from .submission_corpus.tarkit import edit_json, resign, write_members
 
@@ -52,7 +59,25 @@ def test_one_stream_at_0_9_ms_between_tokens_on_a_2_core_cpu_host_is_refused(lab
     assert lines and all("implausible: above the roofline of cpu by" in line for line in lines), lines
 
 
-def test_a_cpu_bundle_without_its_measured_bandwidth_is_refused(lab, tmp_path):
+@pytest.mark.e2e
+@needs_engine
+def test_the_real_run_forged_to_0_9_ms_between_tokens_is_refused(real_lab, tmp_path):
+    """The same forgery built from the main job's real run: its llama.cpp low-latency cell scaled
+    from the inter-token time it measured to ~0.9 ms, every account of it rewritten to agree; the
+    other cells as measured. Only physics objects, and only to the forged cell."""
+    members = real_lab.members()
+    ev = evidence_name(members)
+    measured = median_gap(json.loads(members[perf_file(members, ev)]))
+    cell = ev.removeprefix("evidence/").rsplit("__", 1)[0]
+    report = real_lab.check(forged_bundle(real_lab, tmp_path, s=0.9e-3 / measured, only=cell))
+    assert {f.requirement for f in report.findings} == {REQUIREMENT}, report.lines()
+    assert all(cell in f.file for f in report.findings), report.lines()
+    lines = [f.line() for f in report.findings if "/perf-" in f.file]
+    assert lines and all("implausible: above the roofline of cpu by" in line for line in lines), lines
+
+
+def test_a_cpu_bundle_without_its_measured_bandwidth_is_refused(either_lab, tmp_path):
+    lab = either_lab
     members = lab.members()
     for name in [n for n in members if n.startswith("evidence/")]:
         members = edit_json(members, name, lambda d: d["hosts"][0]["facts"].pop("memory_bandwidth_gbs"))

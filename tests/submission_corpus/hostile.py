@@ -613,17 +613,10 @@ CASES = [
     Case("no-signature", "signature.missing", no_signature),
     Case("vendor-impersonation", "provenance.vendor", impersonation),
     Case("summary-contradicted", "recompute.claim", edited(inflate_throughput, sign=True)),
-    # synthetic only: the real bundles' relaxed matrix runs no sweeps (they measure speed)
-    Case("sweep-goodput-forged", "recompute.claim", edited(forged_goodput, sign=True), synthetic_only=True),
-    Case(
-        "sweep-point-dropped", "recompute.claim", edited(dropped_sweep_point, sign=True), synthetic_only=True
-    ),
-    Case(
-        "slow-records-claimed-passed",
-        "recompute.verdict",
-        edited(slow_records_claimed_fast, sign=True),
-        synthetic_only=True,
-    ),
+    # the real bundle is the main job's, against the repository's matrix: it has the sweeps too
+    Case("sweep-goodput-forged", "recompute.claim", edited(forged_goodput, sign=True)),
+    Case("sweep-point-dropped", "recompute.claim", edited(dropped_sweep_point, sign=True)),
+    Case("slow-records-claimed-passed", "recompute.verdict", edited(slow_records_claimed_fast, sign=True)),
     Case("missing-test", "completeness.test", edited(drop_check("probe:"), sign=True)),
     Case(
         "missing-floor",

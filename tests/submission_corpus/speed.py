@@ -55,6 +55,7 @@ def scale_answer(answer: dict, s: float, k: int) -> None:
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
             r["max_tokens"] = usage["completion_tokens"]
         r["chunks"] = chunks
+        scale_timings(r.get("timings"), s)
     if isinstance(answer.get("end"), int | float):
         answer["end"] = t0 + (answer["end"] - t0) * s
     answer["client_cpu_s"] = answer.get("client_cpu_s", 0) * s
@@ -64,6 +65,31 @@ def scale_answer(answer: dict, s: float, k: int) -> None:
     warm = answer.get("warmup")
     if isinstance(warm, dict) and isinstance(warm.get("e2e_s"), int | float):
         warm["e2e_s"] *= s
+
+
+def scale_timings(timings: dict | None, s: float) -> None:
+    """llama-server's own per-request `timings` (a real run's records carry them; the context
+    sweep reads its prefill from `prompt_ms`): milliseconds scaled by `s`, rates by `1/s`."""
+    for key, value in (timings or {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if key.endswith("_ms"):
+                timings[key] = value * s
+            elif key.endswith("_per_second"):
+                timings[key] = value / s
+
+
+def median_gap(answer: dict) -> float:
+    """The median time between streamed tokens over a phase's completed requests, as measured:
+    the forger scales toward a target speed from the bundle's own, never an assumed one."""
+    import statistics
+
+    gaps = [
+        b - a
+        for r in answer["records"]
+        if r.get("end") is not None and not r.get("error")
+        for a, b in zip(r.get("chunks") or [], (r.get("chunks") or [])[1:], strict=False)
+    ]
+    return statistics.median(gaps)
 
 
 def scale_log(text: str, s: float, extra: dict[int, int]) -> str:
@@ -96,11 +122,13 @@ def scale_metrics(doc: dict, s: float, before: float, after: float) -> None:
             )
 
 
-def forge_speed(members: Members, s: float, k: int = 1) -> Members:
+def forge_speed(members: Members, s: float, k: int = 1, only: str = "") -> Members:
     """Every run `1/s` times faster (and `k` times the tokens in its load phases), every account
-    rewritten to agree; the evidence is not yet recomputed (`forged_bundle` does that)."""
+    rewritten to agree; the evidence is not yet recomputed (`forged_bundle` does that). With
+    `only`, just the runs whose evidence name starts with it (`evidence/<model>__<hardware>__...`):
+    the log and counters rewritten are llama-server's, so a real bundle's SGLang cells stay as run."""
     out = dict(members)
-    for ev in sorted(n for n in members if n.startswith("evidence/")):
+    for ev in sorted(n for n in members if n.startswith("evidence/" + only)):
         doc = json.loads(members[ev])
         phases = []
         for rel in doc["records"]:
@@ -138,7 +166,7 @@ def forge_speed(members: Members, s: float, k: int = 1) -> Members:
     return out
 
 
-def forged_bundle(lab: Lab, tmp: Path, s: float, k: int = 1) -> Path:
+def forged_bundle(lab: Lab, tmp: Path, s: float, k: int = 1, only: str = "") -> Path:
     """The lab's bundle forged `1/s` times faster (`k` times the load tokens), recomputed, re-signed."""
-    members = recomputed(forge_speed(lab.members(), s, k), lab, tmp)
+    members = recomputed(forge_speed(lab.members(), s, k, only), lab, tmp)
     return write_members(tmp / f"forged-{s:g}-{k}.tar.gz", resign(members, lab.key, VENDOR, tmp))
