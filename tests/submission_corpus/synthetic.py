@@ -3,7 +3,8 @@
 Requests come from the request plan and records are named as a run names them (`dayzero.run.plan`,
 `dayzero.run.records`); the measurement phases (`dayzero.run.phases.run_all`) run for real
 against a fake endpoint whose client answers with consistent raw records (golden texts for
-probes, exact output lengths, a fixed token rate), so the evidence claims exactly what the
+probes, the reference cell's recorded tool calls for the tool-use suite, exact output lengths, a
+fixed token rate), so the evidence claims exactly what the
 harness would claim from such records. That gives the checker's tests a valid bundle in a
 second, without an engine.
 """
@@ -25,7 +26,8 @@ from dayzero.lab.preflight import NO_DRIVER, HostFacts
 from dayzero.loadgen.client import VERSION as CLIENT_VERSION
 from dayzero.loadgen.client import prompt_digest
 from dayzero.run import plan, records
-from dayzero.run.phases import Endpoint, metered, run_all
+from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls
+from dayzero.spec.card import golden_source
 from dayzero.spec.goldens import load_golden
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell, Matrix
@@ -75,9 +77,16 @@ def _flatten(requests: list[dict]) -> list[dict]:
 class FakeClient:
     """Answers client specs as the host client would, on a synthetic clock; /metrics counts drafts."""
 
-    def __init__(self, start: float, texts: dict[str, str], itl_s: float = ITL_S):
+    def __init__(
+        self,
+        start: float,
+        texts: dict[str, str],
+        itl_s: float = ITL_S,
+        calls: dict[str, list[str]] | None = None,
+    ):
         self.clock = start
         self.texts = texts
+        self.calls = calls or {}  # tool-use case -> the tools its reference answer called
         self.itl_s = itl_s
         self.jitter = random.Random(start)
         self.generated = 0
@@ -140,6 +149,13 @@ class FakeClient:
                 "reused": i >= conc,
                 "index": i,
             }
+            if named := self.calls.get(req["id"]) if (req.get("extra") or {}).get("tools") else None:
+                offered = {t["function"]["name"]: t["function"]["parameters"] for t in req["extra"]["tools"]}
+                record["tool_calls"] = [
+                    {"id": f"call-{i}-{k}", "name": name, "arguments": json.dumps(least(offered[name]))}
+                    for k, name in enumerate(named)
+                ]
+                record["text"], record["finish_reason"] = "", "tool_calls"
             for key in ("input_len", "session", "turn"):
                 if key in req:
                     record[key] = req[key]
@@ -171,6 +187,17 @@ class FakeClient:
             ],
             "records": records,
         }
+
+
+def least(schema: dict):
+    """The smallest value a JSON Schema accepts (its required properties only): a valid call."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return {k: least(props.get(k, {})) for k in schema.get("required") or ()}
+    return {"array": [], "number": 1, "integer": 1, "boolean": True}.get(kind, "x")
 
 
 def _stamp(t: float) -> str:
@@ -222,7 +249,11 @@ def run_cell(
     golden = load_golden(goldens, plan.probes(card, cell).golden_cell)
     suites = suites_dir(goldens, matrix.root)
     texts = {**known_answers(card, suites), **(golden.outputs if golden else {})}
-    client = FakeClient(start, texts, itl_s)
+    reference_cell, _ = golden_source(card, cell)
+    reference = load_golden(goldens, reference_cell)
+    tool_answers = (reference.tool_calls if reference else {}) or {}
+    calls = {case: names for suite in tool_answers.values() for case, names in suite.items()}
+    client = FakeClient(start, texts, itl_s, calls)
     (reports / records.folder(run_id, cell.id)).mkdir(parents=True, exist_ok=True)
 
     def keep(phase: str, answer: dict) -> str:
@@ -264,6 +295,7 @@ def run_cell(
         )
         for p in probes.probes
     ]
+    checks += run_tool_calls(card, cell, ep, suites, tool_answers, reference_cell)
     run_all(card, cell, ep, HOST.accelerators, suites, into=checks)
     log = f"{records.logs_folder(run_id, cell.id)}/local-server-0.log"
     (reports / log).parent.mkdir(parents=True, exist_ok=True)
