@@ -186,6 +186,7 @@ def test_the_checker_recomputes_the_floor_and_a_forged_verdict_differs():
         floors=lambda: (),
         gates=(),
         speculative=(),
+        tool_calls=(),
         sweeps=(sp,),
         answer=lambda phase: answers[phase],
     )
