@@ -277,6 +277,12 @@ def check_reasoning(
     )
 
 
+def check_names(rule: ToolCallRule, suite: ToolSuite) -> list[str]:
+    """The checks `check_tool_calls` makes of one suite, in its order (the checker expects them)."""
+    kinds = ["finish_reason", "arguments", "trigger"] + (["reasoning"] if rule.reasoning else [])
+    return [f"tools:{kind}@{suite.name}" for kind in kinds]
+
+
 def check_tool_calls(
     rule: ToolCallRule,
     suite: ToolSuite,

@@ -24,12 +24,11 @@ from dayzero.checks.measurement import Measurement
 from dayzero.checks.performance import check_floor
 from dayzero.checks.speculative import SpecCounters, check_acceptance, source_for
 from dayzero.checks.sweep import sweep_check, sweep_floor_check
-from dayzero.checks.tool_calls import check_tool_calls
+from dayzero.checks.tool_calls import check_names, check_tool_calls
 from dayzero.run import records
 from dayzero.run.plan import AccuracyPlan, SpeculativePlan, ToolCallPlan
 from dayzero.run.sweeps import SweepPlan, walk
-from dayzero.spec.card import Floor, Probe, golden_source
-from dayzero.spec.goldens import load_golden
+from dayzero.spec.card import Floor, Probe
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import CellView, Expected, Unrecomputable, views
 from dayzero.submission.findings import Finding, short
@@ -127,10 +126,9 @@ def tool_call_results(view: CellView, tp: ToolCallPlan) -> dict[str, CheckResult
     """As the run judged the suite's answers: against the card's thresholds and the answers the
     maintainers' goldens keep for the reference cell (never the bundle's)."""
     _, answer = view.answer(tp.phase)
-    reference_cell, _ = golden_source(view.card, view.cell)
-    golden = load_golden(view.goldens_dir, reference_cell)
+    golden = view.golden  # the probes' golden cell is the tool answers' reference cell too
     reference = (golden.tool_calls if golden else {}).get(tp.suite.name)
-    results = check_tool_calls(tp.rule, tp.suite, answer["records"], reference, reference_cell)
+    results = check_tool_calls(tp.rule, tp.suite, answer["records"], reference, view.probes.golden_cell)
     return {r.name: r for r in results}
 
 
@@ -138,9 +136,7 @@ def _tool_checks(view: CellView) -> list[Expected]:
     out = []
     for tp in view.tool_calls:
         judged = cache(partial(tool_call_results, view, tp))  # one judgement of the suite's answers
-        kinds = ["finish_reason", "arguments", "trigger"] + (["reasoning"] if tp.rule.reasoning else [])
-        for kind in kinds:
-            name = f"tools:{kind}@{tp.suite.name}"
+        for name in check_names(tp.rule, tp.suite):
             out.append(Expected(name, lambda judged=judged, name=name: judged()[name]))
     return out
 

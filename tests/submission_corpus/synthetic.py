@@ -27,7 +27,6 @@ from dayzero.loadgen.client import VERSION as CLIENT_VERSION
 from dayzero.loadgen.client import prompt_digest
 from dayzero.run import plan, records
 from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls
-from dayzero.spec.card import golden_source
 from dayzero.spec.goldens import load_golden
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell, Matrix
@@ -249,9 +248,7 @@ def run_cell(
     golden = load_golden(goldens, plan.probes(card, cell).golden_cell)
     suites = suites_dir(goldens, matrix.root)
     texts = {**known_answers(card, suites), **(golden.outputs if golden else {})}
-    reference_cell, _ = golden_source(card, cell)
-    reference = load_golden(goldens, reference_cell)
-    tool_answers = (reference.tool_calls if reference else {}) or {}
+    tool_answers = golden.tool_calls if golden else {}  # the probes' golden cell is the tools' reference
     calls = {case: names for suite in tool_answers.values() for case, names in suite.items()}
     client = FakeClient(start, texts, itl_s, calls)
     (reports / records.folder(run_id, cell.id)).mkdir(parents=True, exist_ok=True)
@@ -295,7 +292,7 @@ def run_cell(
         )
         for p in probes.probes
     ]
-    checks += run_tool_calls(card, cell, ep, suites, tool_answers, reference_cell)
+    checks += run_tool_calls(card, cell, ep, suites, tool_answers, probes.golden_cell)
     run_all(card, cell, ep, HOST.accelerators, suites, into=checks)
     log = f"{records.logs_folder(run_id, cell.id)}/local-server-0.log"
     (reports / log).parent.mkdir(parents=True, exist_ok=True)
