@@ -54,6 +54,14 @@ def test_every_cpu_cell_runs_green(main_job):
         assert {"correctness", "performance"} <= kinds
         perf = [c for c in doc["checks"] if c["kind"] == "performance"]
         assert all(c["measured"] > 0 for c in perf)
+        # every floor phase holds the client's TTFT to the engine's own account (issue 22, item 8):
+        # llama-server's per-request prompt times, SGLang's TTFT histogram with the warm-up taken out
+        source = {"llama.cpp": "llama.cpp per-request timings", "sglang": "SGLang TTFT histogram"}
+        for c in perf:
+            if c["name"].startswith("floor:"):
+                gap = c["details"]["server_gap"]
+                assert gap["source"].startswith(source[doc["engine"]["name"]]), (c["name"], gap)
+                assert gap["gap_ms"] is not None and gap["judged"], (c["name"], gap)  # flagged: load
         for rel in doc["records"] + doc["logs"]:
             assert (reports / rel).stat().st_size > 0
         assert "--port" in doc["recipe"]["launches"][0]["command"]

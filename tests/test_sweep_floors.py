@@ -187,6 +187,7 @@ def test_the_checker_recomputes_the_floor_and_a_forged_verdict_differs():
         gates=(),
         speculative=(),
         tool_calls=(),
+        metrics={},
         sweeps=(sp,),
         answer=lambda phase: answers[phase],
     )

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from dayzero.checks.sweep import SERVER_GAP_BOUND_MS, gap_bound, point, server_ttft_gap
+from dayzero.checks.performance import INVALID, check_floor
+from dayzero.checks.server_latency import BOUND_MS, per_request
+from dayzero.checks.sweep import point
 from dayzero.lab.deploy import run_client
 from dayzero.lab.transport.local import LocalTransport
 from dayzero.run.plan import MeasurementPlan
 from dayzero.run.sweeps import SweepPlan
-from dayzero.spec.card import Protocol
+from dayzero.spec.card import Floor, Protocol
 from dayzero.spec.inventory import Host
 from dayzero.spec.sweeps import Slo, Sweep
 from dayzero.spec.workloads import Workload
@@ -73,11 +75,11 @@ class SlowProxy:
 
 
 def measure(url: str, sweep: Sweep, load: float, slots: int = 2):
-    p = SweepPlan(sweep, MeasurementPlan(WORKLOAD, 1, Protocol(min_prompts=6))).point(load)
+    p = SweepPlan(sweep, MeasurementPlan(WORKLOAD, 1, Protocol(min_prompts=6)), slots).point(load)
     spec = {"action": "load", "url": url, "concurrency": p.concurrency, "requests": p.requests(0)}
     answer = client(spec)
     m = p.measurement([("r.json", answer)], accelerators=1, processes=1)
-    return point(sweep, load, m, [answer], slots), answer
+    return point(sweep, load, m, [answer]), answer
 
 
 def test_rate_points_are_sent_at_their_arrival_times_whatever_is_in_flight():
@@ -102,9 +104,31 @@ def test_a_slowed_client_side_is_flagged_against_the_servers_own_ttft():
         direct, _ = measure(stub.url, sweep, 2.0)
         with SlowProxy(stub.port, delay=0.15) as proxy:
             slowed, answer = measure(f"http://127.0.0.1:{proxy.port}", sweep, 2.0)
-    assert direct["server_ttft_gap_ms"] < SERVER_GAP_BOUND_MS and not direct["client_flagged"]
+    assert direct["server_ttft_gap_ms"] < BOUND_MS and not direct["client_flagged"]
     assert slowed["server_ttft_gap_ms"] >= 150 and slowed["client_flagged"]
-    assert server_ttft_gap(answer["records"]) == slowed["server_ttft_gap_ms"]
+    assert per_request(answer["records"], queues=False).gap_ms == slowed["server_ttft_gap_ms"]
+
+
+def test_a_slowed_client_side_invalidates_a_ttft_floor_and_is_reported_beside_any_other():
+    """A floor phase (the mode's slots, one request per slot): the gap is in every floor's details;
+    a TTFT floor is not compared with a TTFT that is the client's, a throughput floor still is."""
+    plan = MeasurementPlan(WORKLOAD, 2, Protocol(min_prompts=6, repetitions=1), slots=2)
+    ttft = Floor(metric="median_ttft_ms", workload="w", concurrency=2, bound=10_000.0, direction="max")
+    tput = Floor(metric="output_throughput", workload="w", concurrency=2, bound=0.1, direction="min")
+    with StubServer(StubConfig(ttft=0.05, itl=0.002)) as stub:
+        runs = {}
+        for name, port in (("direct", stub.port), ("slowed", None)):
+            with SlowProxy(stub.port, delay=0.15) as proxy:
+                url = f"http://127.0.0.1:{port or proxy.port}"
+                spec = {"action": "load", "url": url, "concurrency": 2, "requests": plan.requests(0)}
+                runs[name] = plan.measurement([("r.json", client(spec))], accelerators=1, processes=1)
+    direct, slowed = runs["direct"], runs["slowed"]
+    assert check_floor(ttft, direct).verdict == "passed" and not direct.server_gap.flagged
+    result = check_floor(ttft, slowed)
+    assert result.verdict == INVALID and "the client's or the network's latency" in result.message
+    assert result.details["server_gap"]["flagged"] and result.details["server_gap"]["gap_ms"] >= 150
+    kept = check_floor(tput, slowed)
+    assert kept.verdict == "passed" and kept.details["server_gap"]["flagged"]
 
 
 def test_a_gap_where_requests_queue_for_a_slot_is_not_the_clients():
@@ -113,18 +137,20 @@ def test_a_gap_where_requests_queue_for_a_slot_is_not_the_clients():
     with StubServer(StubConfig(ttft=0.05, itl=0.002)) as stub, SlowProxy(stub.port, delay=0.15) as proxy:
         row, _ = measure(f"http://127.0.0.1:{proxy.port}", sweep, 4.0, slots=1)
     assert row["server_ttft_gap_ms"] >= 150 and not row["gap_judged"] and not row["client_flagged"]
+    assert "wait for a server slot" in row["server_gap"]["reason"]
 
 
 def test_no_engine_account_no_gap():
-    assert server_ttft_gap([{"send": 1.0, "first": 1.2, "end": 2.0}]) is None
+    assert per_request([{"send": 1.0, "first": 1.2, "end": 2.0}], queues=False) is None
 
 
 def test_the_gap_bound_grows_with_a_long_prompt():
     """60 ms more than 30 s of prompt time is not the client (the cpu cells' 4032-token point)."""
     records = [{"send": 1.0, "first": 31.06, "end": 32.0, "timings": {"prompt_ms": 30000}}]
-    assert server_ttft_gap(records) == pytest.approx(60, abs=0.01)
-    assert gap_bound(records) == 1500
-    assert gap_bound([{"send": 1.0, "first": 1.2, "timings": {"prompt_ms": 100}}]) == SERVER_GAP_BOUND_MS
+    gap = per_request(records, queues=False)
+    assert gap.gap_ms == pytest.approx(60, abs=0.01) and gap.bound_ms == 1500 and not gap.flagged
+    short = per_request([{"send": 1.0, "first": 1.2, "timings": {"prompt_ms": 100}}], queues=False)
+    assert short.bound_ms == BOUND_MS and short.flagged
 
 
 def test_the_power_sampler_says_why_it_measured_nothing_here():

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from dayzero.checks.compliance import compliance_findings
 from dayzero.checks.metrics import client_stats, run_summary, saturation
+from dayzero.checks.server_latency import ServerGap, phase_gap
 from dayzero.spec.card import Compliance, SaturationLimits
 
 
@@ -25,6 +26,7 @@ class Measurement:
     compliance: tuple[str, ...] = ()  # anti-gaming findings: the numbers look faster than the server is
     records: tuple[str, ...] = ()  # raw record files
     client: dict = field(default_factory=dict)
+    server_gap: ServerGap = ServerGap(None, reason="not computed")  # client TTFT vs the engine's
 
     def values(self, key: str) -> list[float]:
         return [s[key] for s in self.summaries if s.get(key) is not None]
@@ -44,12 +46,16 @@ def aggregate(
     limits: SaturationLimits,
     rules: Compliance,
     client: Mapping,
+    metrics: Sequence[Mapping | None] = (),
+    queues: bool = False,
 ) -> Measurement:
     """(records file, client answer) per repetition, in order -> the measurement.
 
     Anti-gaming findings over all repetitions' records go with the measurement, so every floor
     evaluated on it fails when the server games it; `client` describes how the load was sent
-    (processes, prompts per run, tag) and is kept with each run's client statistics.
+    (processes, prompts per run, tag) and is kept with each run's client statistics. `metrics`
+    are the repetitions' /metrics snapshots (aligned with `answers`), `queues` whether requests
+    could wait for a server slot: both for the client-versus-server TTFT gap.
     """
     invalid, records = [], []
     for rep, (_, answer) in enumerate(answers):
@@ -63,4 +69,5 @@ def aggregate(
         compliance=tuple(compliance_findings(records, exact_output, rules)),
         records=tuple(rel for rel, _ in answers),
         client={"runs": [client_stats(answer) for _, answer in answers], **client},
+        server_gap=phase_gap([answer for _, answer in answers], metrics, queues),
     )

@@ -1,7 +1,9 @@
 """Performance floors: a card's bound (`spec.card.Floor`) against the median of a measurement's runs.
 
 A floor compares the median of N repetitions with its bound and shows margin and spread; a
-measurement whose client saturated is *invalid* and never compared with a floor. The summaries
+measurement whose client saturated is *invalid* and never compared with a floor, and so is a TTFT
+floor's where the client's TTFT is above the engine's own by more than the gap bound (the client's
+or the network's latency, not the server's: `checks.server_latency`). The summaries
 come from `dayzero.checks.metrics`, the measurement from `dayzero.checks.measurement`.
 """
 
@@ -47,6 +49,7 @@ def check_floor(floor: Floor, measurement: Measurement | Mapping) -> CheckResult
         "client": measurement.client,
         "compliance": list(measurement.compliance),
         "definitions": DEFINITIONS,
+        "server_gap": measurement.server_gap.to_json(),
     }
     if measurement.invalid and measurement.compliance:
         # What the server returned (short outputs, inflated counts, EOS runs) is counted from the
@@ -67,6 +70,16 @@ def check_floor(floor: Floor, measurement: Measurement | Mapping) -> CheckResult
             "performance",
             INVALID,
             "invalid measurement, not compared with the floor: " + "; ".join(measurement.invalid),
+            measured=None,
+            bound=floor.bound,
+            details=details,
+        )
+    if "ttft" in floor.key and measurement.server_gap.flagged:
+        return CheckResult(
+            floor.name,
+            "performance",
+            INVALID,
+            f"invalid measurement, not compared with the floor: {measurement.server_gap.describe()}",
             measured=None,
             bound=floor.bound,
             details=details,

@@ -19,6 +19,8 @@ SGLang (`--enable-metrics`; names from sglang 0.5.23, sglang/srt/observability/m
     sglang:e2e_request_latency_seconds_sum  its own end-to-end time, summed over requests
     sglang:spec_verify_calls_total          speculative verification calls (accept length =
                                             generated tokens / verify calls, as SGLang computes it)
+    sglang:time_to_first_token_seconds      histogram (_sum, _count): its own TTFT per request,
+                                            from arrival to first token (`checks.server_latency`)
 
 A counter that a readable snapshot does not show counts as 0: prometheus_client prints a labelled
 counter only once it has been incremented. Samples are summed over label sets and targets.
@@ -59,6 +61,8 @@ class Totals:
     requests: float | None = None
     server_s: float = 0.0  # the server's own time for the requests, summed
     verify_calls: float | None = None
+    ttft_s: float | None = None  # the server's own time to first token, summed (SGLang)
+    first_tokens: float | None = None  # requests timed to their first token (SGLang)
 
     def __sub__(self, other: Totals) -> Totals:
         def minus(a, b):
@@ -96,6 +100,8 @@ def totals(kind: str, text: str) -> Totals | None:
         requests=v.get("sglang:num_requests_total", 0.0),
         server_s=v.get("sglang:e2e_request_latency_seconds_sum", 0.0),
         verify_calls=v.get("sglang:spec_verify_calls_total", 0.0),
+        ttft_s=v.get("sglang:time_to_first_token_seconds_sum", 0.0),
+        first_tokens=v.get("sglang:time_to_first_token_seconds_count", 0.0),
     )
 
 

@@ -34,36 +34,10 @@ KEPT = (
     "p99_tpot_ms",
     "mean_input_tokens",
 )
-# Client TTFT above the server's own account by more than 50 ms, or 5% of the server's prompt time
-# where that is longer, is the client's or the network's doing (a 4000-token prompt's request
-# body alone took ~60 ms more on the cpu cells, against 30 s of prompt time).
-SERVER_GAP_BOUND_MS = 50.0
-SERVER_GAP_SHARE = 0.05
 
 
 def _median(values: Sequence[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
-
-
-def _prompt_times(records: Sequence[Mapping]) -> list[tuple[float, float]]:
-    """(client TTFT, the engine's own prompt time) in ms, for requests whose answer carries the
-    engine's per-request timings (llama-server's `timings.prompt_ms`)."""
-    out = []
-    for r in records:
-        prompt_ms = (r.get("timings") or {}).get("prompt_ms")
-        if prompt_ms is not None and r.get("first") and r.get("send") and not r.get("error"):
-            out.append(((r["first"] - r["send"]) * 1000, prompt_ms))
-    return out
-
-
-def server_ttft_gap(records: Sequence[Mapping]) -> float | None:
-    """Median of (client TTFT - the server's prompt time); None without the engine's account."""
-    return _median([client - server for client, server in _prompt_times(records)])
-
-
-def gap_bound(records: Sequence[Mapping]) -> float:
-    server = _median([s for _, s in _prompt_times(records)]) or 0.0
-    return max(SERVER_GAP_BOUND_MS, SERVER_GAP_SHARE * server)
 
 
 def point(
@@ -71,25 +45,20 @@ def point(
     load: float,
     m: Measurement,
     answers: Sequence[Mapping],
-    slots: int = 1,
     accelerators: int = 1,
 ) -> dict:
-    """One measured load: medians of the repetitions' summaries, SLO attainment and goodput.
-
-    The client-server TTFT gap is judged only where no request can have waited for a server slot
-    (a closed loop of at most `slots` requests, the mode's concurrency): the engine's prompt time
-    does not count the wait, so under queueing the gap is the queue's, not the client's."""
+    """One measured load: medians of the repetitions' summaries, SLO attainment and goodput, and
+    the client-versus-server TTFT gap the measurement found (`checks.server_latency`)."""
     row: dict = {"load": load, "label": sweep.label(load), "records": list(m.records)}
     for key in KEPT:
         row[key] = _median(m.values(key))
     row["failed_requests"] = m.failed_requests
     runs = [a["records"] for a in answers]
-    pooled_records = [r for run in runs for r in run]
-    gap = server_ttft_gap(pooled_records)
-    row["server_ttft_gap_ms"] = gap
-    in_flight = load if sweep.kind == "concurrency" else sweep.concurrency
-    row["gap_judged"] = sweep.kind != "rate" and in_flight <= slots
-    row["client_flagged"] = row["gap_judged"] and gap is not None and gap > gap_bound(pooled_records)
+    gap = m.server_gap
+    row["server_ttft_gap_ms"] = gap.gap_ms
+    row["gap_judged"] = gap.judged
+    row["client_flagged"] = gap.flagged
+    row["server_gap"] = gap.to_json()
     if sweep.slo is not None:
         row.update(pooled(runs, sweep.slo))
     row["energy"] = energy(answers, accelerators)
@@ -252,8 +221,9 @@ def sweep_check(sweep: Sweep, points: Sequence[Mapping], skipped: Sequence[float
             **DEFINITIONS,
             "attainment": "share of requests that completed and met every SLO bound",
             "goodput": "requests/s and output tokens/s of requests that met the SLO",
-            "server_ttft_gap_ms": "median of client TTFT minus the engine's own prompt time (the "
-            "client, the network and, where requests outnumber the server's slots, its queue)",
+            "server_ttft_gap_ms": "client TTFT minus the engine's own: the median per request "
+            "against llama.cpp's prompt time (the client, the network and, where requests "
+            "outnumber the server's slots, its queue), the mean against SGLang's TTFT histogram",
         },
     }
     if sweep.slo is not None:

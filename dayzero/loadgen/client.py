@@ -638,6 +638,7 @@ def run_load(spec):
         t0 = now()
         warm_procs, warm = run_phase(spec, spec["warmup"], concurrency, processes, watch)
         errors = [r["error"] for r in warm if r["error"]]
+        firsts = [r for r in warm if r.get("first") and r.get("send") and not r["error"]]
         out["warmup"] = {
             "requests": len(warm),
             "errors": len(errors),
@@ -646,6 +647,9 @@ def run_load(spec):
             # the server's /metrics count warm-up requests too: their totals balance the account
             "usage": _usage_totals(warm),
             "e2e_s": round(sum(r["end"] - r["send"] for r in warm if r.get("end") is not None), 6),
+            # and SGLang's TTFT histogram times them: their TTFTs take the warm-up back out
+            "ttft_s": round(sum(r["first"] - r["send"] for r in firsts), 6),
+            "first_tokens": len(firsts),
         }
         out["stall"] = _stall(warm_procs, "warmup")
         if out["stall"]:  # the measured phase is not sent to a server that stopped answering

@@ -139,14 +139,18 @@ def more_processes(protocol: Protocol, processes: int, concurrency: int, answer:
     return more if protocol.client_processes is None and more > processes else None
 
 
-def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[tuple[str, dict]], int]:
+def collect(
+    ep: Endpoint, m: MeasurementPlan, accelerators: int
+) -> tuple[list[tuple[str, dict]], int, list[dict]]:
     """Warm up, then N repetitions; more client processes when one saturates and the host has cores.
 
-    Returns each repetition's (records file, raw answer) and the client processes the last one used.
+    Returns each repetition's (records file, raw answer), the client processes the last one used
+    and each repetition's /metrics snapshots.
     """
     protocol, concurrency = m.protocol, m.concurrency
     processes = protocol.processes(concurrency)
     answers: list[tuple[str, dict]] = []
+    docs: list[dict] = []
     label = m.display
     for rep in range(m.runs):
         while True:
@@ -163,7 +167,7 @@ def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[t
                 spec["power"] = dict(m.power)
             others = ep.power_watch(m.power) if m.power else contextlib.nullcontext({})
             with others as windows:
-                answer, _ = metered(ep, m.phase(rep), lambda spec=spec: ep.client(spec, LOAD_TIMEOUT))
+                answer, doc = metered(ep, m.phase(rep), lambda spec=spec: ep.client(spec, LOAD_TIMEOUT))
             if m.power:  # every host's readings in the phase's record (the checker reads them too)
                 answer["power_host"] = ep.host or "endpoint"
                 answer["power_hosts"] = {host: merge_windows(w) for host, w in windows.items()}
@@ -179,19 +183,22 @@ def collect(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> tuple[list[t
                 continue
             break
         answers.append((ep.keep(m.phase(rep), answer), answer))
+        docs.append(doc)
         summary = run_summary(answer["records"], accelerators, concurrency)
         ep.say(
             f"{label} run {rep + 1}/{m.runs}: {summary.get('output_throughput', 0):.1f} tok/s, "
             f"median TTFT {summary.get('median_ttft_ms')} ms, {summary['failed']} failed"
             + (" [INVALID: client saturated]" if found else "")
         )
-    return answers, processes
+    return answers, processes, docs
 
 
 def measure_workload(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> Measurement:
     """Measure (talk to the server), then aggregate the raw answers (pure, as the checker does)."""
-    answers, processes = collect(ep, m, accelerators)
-    return m.measurement(answers, accelerators, processes)
+    answers, processes, docs = collect(ep, m, accelerators)
+    measurement = m.measurement(answers, accelerators, processes, docs)
+    ep.say(f"{m.display}: {measurement.server_gap.describe()}")
+    return measurement
 
 
 def phases(m: MeasurementPlan) -> list[str]:

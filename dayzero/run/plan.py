@@ -75,6 +75,12 @@ class MeasurementPlan:
     index: int = 0  # the index-th measurement of this workload at this concurrency
     floors: tuple[Floor, ...] = ()
     power: Mapping | None = None  # the host client's power sampler (interval), if the phase has one
+    slots: int = 0  # requests the server takes at once (the mode's concurrency); 0: not known
+
+    @property
+    def queues(self) -> bool:
+        """Whether a request can wait for a server slot (the engine's prompt time leaves it out)."""
+        return not self.slots or self.concurrency > self.slots
 
     @property
     def display(self) -> str:
@@ -105,9 +111,14 @@ class MeasurementPlan:
         return self.workload.requests(n, warmup=True, salt=self.concurrency)
 
     def measurement(
-        self, answers: Sequence[tuple[str, Mapping]], accelerators: int, processes: int
+        self,
+        answers: Sequence[tuple[str, Mapping]],
+        accelerators: int,
+        processes: int,
+        metrics: Sequence[Mapping | None] = (),
     ) -> Measurement:
-        """The repetitions' (records file, answer), in order, as a measurement (pure)."""
+        """The repetitions' (records file, answer), in order, as a measurement (pure); `metrics`:
+        each repetition's /metrics snapshots, where kept."""
         return aggregate(
             self.workload.name,
             self.concurrency,
@@ -121,6 +132,8 @@ class MeasurementPlan:
                 "prompts_per_run": self.prompts_per_run,
                 "tag": self.workload.tag,
             },
+            metrics=metrics,
+            queues=self.queues,
         )
 
 
@@ -149,7 +162,9 @@ def measurements(card: ModelCard, cell: Cell, suites: Path) -> Iterator[Measurem
         k = seen[(name, concurrency)] = seen.get((name, concurrency), -1) + 1
         # the default workload takes the floors' max_tokens (the same within a group)
         workload = resolve(card, name, suites / "workloads", floors[0].max_tokens)
-        yield MeasurementPlan(workload, concurrency, protocol, num_prompts, reps, k, tuple(floors))
+        slots = card.mode(cell.mode).concurrency  # requests the server takes at once
+        floors = tuple(floors)
+        yield MeasurementPlan(workload, concurrency, protocol, num_prompts, reps, k, floors, slots=slots)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,11 @@ class SweepPoint(MeasurementPlan):
                 req["at"] = round(at, 6)
         return out
 
+    @property
+    def queues(self) -> bool:
+        """Open-loop arrivals come when they are due, whatever is in flight: they can queue."""
+        return self.sweep.kind == "rate" or super().queues
+
     def warmup(self) -> list[dict]:
         """A context point warms up at the sweep's shortest input (a long warm-up prompt would only
         cost time: the server is warm either way, and warm-up prompts never share a prefix)."""
@@ -79,7 +84,7 @@ class SweepPoint(MeasurementPlan):
         return workload.requests(n, warmup=True, salt=self.salt)
 
 
-def point_plan(sweep: Sweep, base: MeasurementPlan, load: float) -> SweepPoint:
+def point_plan(sweep: Sweep, base: MeasurementPlan, load: float, slots: int = 0) -> SweepPoint:
     workload = base.workload
     if sweep.kind == "context":
         workload = replace(workload, spec={**workload.spec, "isl": int(load)})
@@ -91,6 +96,7 @@ def point_plan(sweep: Sweep, base: MeasurementPlan, load: float) -> SweepPoint:
         num_prompts=sweep.num_prompts,
         repetitions=sweep.repetitions,
         power={"interval": POWER_INTERVAL_S},
+        slots=slots,
         sweep=sweep,
         load=load,
     )
@@ -103,7 +109,7 @@ class SweepPlan:
     slots: int = 1  # requests the server takes at once (the mode's concurrency)
 
     def point(self, load: float) -> SweepPoint:
-        return point_plan(self.sweep, self.base, load)
+        return point_plan(self.sweep, self.base, load, self.slots)
 
 
 def plans(card: ModelCard, cell: Cell, suites: Path) -> Iterator[SweepPlan]:
@@ -114,6 +120,8 @@ def plans(card: ModelCard, cell: Cell, suites: Path) -> Iterator[SweepPlan]:
 
 # (records file, raw answer) per repetition of a point, or None: measure no more
 Measure = Callable[[SweepPoint], "Sequence[tuple[str, Mapping]] | None"]
+# a records file -> the /metrics snapshots kept beside it, or None
+Metrics = Callable[[str], "Mapping | None"]
 
 
 def processes_of(p: SweepPoint, answers: Sequence[tuple[str, Mapping]]) -> int:
@@ -121,8 +129,9 @@ def processes_of(p: SweepPoint, answers: Sequence[tuple[str, Mapping]]) -> int:
     return p.protocol.client_processes or (answers[-1][1].get("client") or {}).get("processes") or 1
 
 
-def walk(sp: SweepPlan, measure: Measure, accelerators: int):
-    """The card's points in order, then the bisection; returns (points, loads not measured)."""
+def walk(sp: SweepPlan, measure: Measure, accelerators: int, metrics: Metrics = lambda rel: None):
+    """The card's points in order, then the bisection; returns (points, loads not measured).
+    `metrics` finds a repetition's /metrics snapshots by its records file, where kept."""
     points: list[dict] = []
     skipped: list[float] = []
 
@@ -131,8 +140,9 @@ def walk(sp: SweepPlan, measure: Measure, accelerators: int):
         answers = measure(p)
         if answers is None:
             return False
-        m = p.measurement(answers, accelerators, processes_of(p, answers))
-        points.append(point(sp.sweep, load, m, [a for _, a in answers], sp.slots, accelerators))
+        docs = [metrics(rel) for rel, _ in answers]
+        m = p.measurement(answers, accelerators, processes_of(p, answers), docs)
+        points.append(point(sp.sweep, load, m, [a for _, a in answers], accelerators))
         return True
 
     for i, load in enumerate(sp.sweep.points):
@@ -157,12 +167,16 @@ def run_sweeps(card: ModelCard, cell: Cell, ep, accelerators: int, suites: Path)
         with ep.step(f"sweep: {sweep.name} ({sweep.kind}, {sweep.workload})"):
             started = time.monotonic()
 
-            def measure(p: SweepPoint, started=started):
+            kept: dict[str, Mapping] = {}  # records file -> its /metrics snapshots
+
+            def measure(p: SweepPoint, started=started, kept=kept):
                 if time.monotonic() - started > p.sweep.budget_s:
                     return None
-                return collect(ep, p, accelerators)[0]
+                answers, _, docs = collect(ep, p, accelerators)
+                kept.update({rel: doc for (rel, _), doc in zip(answers, docs, strict=True)})
+                return answers
 
-            points, skipped = walk(sp, measure, accelerators)
+            points, skipped = walk(sp, measure, accelerators, kept.get)
             result = sweep_check(sweep, points, skipped)
             ep.say(f"{result.name}: {result.message}")
             yield result

@@ -56,6 +56,7 @@ class CellView:
     answers: dict[str, dict]  # records file named by the evidence -> schema-valid raw answer
     suites: Path
     goldens_dir: Path
+    metrics: dict[str, dict] = field(default_factory=dict)  # records file -> its /metrics snapshots
 
     def answer(self, phase: str) -> tuple[str, dict]:
         rel = records.path(self.doc["run"]["id"], self.cell.id, phase)
@@ -139,5 +140,8 @@ def views(subject, ref) -> list[CellView]:
         if cell is None:
             continue
         answers = {rel: subject.records[rel] for rel in doc.get("records", []) if rel in subject.records}
-        out.append(CellView(name, doc, cell, ref.matrix.card(cell), answers, suites, Path(ref.goldens_dir)))
+        kept = subject.metrics
+        metrics = {rel: kept[m] for rel in answers if (m := records.metrics_for(rel)) in kept}
+        card = ref.matrix.card(cell)
+        out.append(CellView(name, doc, cell, card, answers, suites, Path(ref.goldens_dir), metrics))
     return out

@@ -84,7 +84,8 @@ def measurement(view: CellView, floor: Floor) -> Measurement:
         # The run grew its client processes while saturated; the recorded answers say how many the
         # last repetition used, which is what the harness reports.
         processes = (answers[-1][1].get("client") or {}).get("processes") or 1
-    return m.measurement(answers, accelerators(view.doc), processes)
+    docs = [view.metrics.get(rel) for rel, _ in answers]
+    return m.measurement(answers, accelerators(view.doc), processes, docs)
 
 
 def floor_result(view: CellView, floor: Floor) -> CheckResult:
@@ -151,7 +152,7 @@ def sweep_result(view: CellView, sp: SweepPlan) -> CheckResult:
             return None
         return [view.answer(phase) for phase in p.phases()]
 
-    points, skipped = walk(sp, measure, accelerators(view.doc))
+    points, skipped = walk(sp, measure, accelerators(view.doc), view.metrics.get)
     return sweep_check(sp.sweep, points, skipped)
 
 
