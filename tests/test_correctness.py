@@ -97,3 +97,51 @@ def test_golden_provenance_is_kept_and_another_recipe_or_engine_is_flagged_not_f
         engine_version="unknown",
     )
     assert "provenance_differs" not in unknown.details
+
+
+def test_an_output_missing_the_golden_passes_on_an_alternate_recording_naming_it():
+    """The cpu cells' greedy output turned at a near-tie on an AVX2-only CPU (the goldens were
+    recorded on another): an alternate recording of the same recipe is met, and says where."""
+    why = {"host": "lab1", "why": "AMD EPYC, AVX2 only"}
+    alternates = [("The rainbow is a beautiful", why)]
+    strict = GoldenPolicy("exact")
+    result = check_golden(
+        strict, "colors", "The rainbow consists of", "The rainbow is a beautiful", alternates=alternates
+    )
+    assert result.verdict == "passed" and "AMD EPYC, AVX2 only" in result.message
+    assert result.details["alternate"]["provenance"] == why
+    assert (
+        check_golden(
+            strict, "colors", "The rainbow consists of", "The rainbow is a", alternates=alternates
+        ).verdict
+        == "failed"
+    )
+    plain = check_golden(
+        strict, "colors", "The rainbow consists of", "The rainbow consists of", alternates=alternates
+    )
+    assert plain.verdict == "passed" and "alternate" not in plain.details
+
+
+def test_an_alternate_is_kept_only_for_the_goldens_own_recipe_and_once(tmp_path):
+    from dayzero.errors import DeploymentError
+    from dayzero.run.cell import add_alternate
+    from dayzero.spec.goldens import Golden, load_golden, save_golden
+
+    provenance = {
+        "engine_version": "sglang 0.5.23",
+        "recorded_at": "2026-12-04T01:00:00+00:00",
+        "recipe_digest": "d1",
+    }
+    save_golden(
+        tmp_path, Golden("m/cpu/a/b", {"policy": "exact"}, provenance, {"colors": "The rainbow consists"})
+    )
+    mine = {**provenance, "recorded_at": "2026-12-04T23:00:00+00:00", "why": "AVX2 only"}
+    add_alternate(tmp_path, "m/cpu/a/b", {"colors": "The rainbow is"}, mine)
+    add_alternate(tmp_path, "m/cpu/a/b", {"colors": "The rainbow is"}, mine)  # the same again: kept once
+    add_alternate(tmp_path, "m/cpu/a/b", {"colors": "The rainbow consists"}, mine)  # the golden's own
+    golden = load_golden(tmp_path, "m/cpu/a/b")  # schema-valid
+    assert golden.alternatives("colors") == (("The rainbow is", mine),) and golden.alternatives("code") == ()
+    with pytest.raises(DeploymentError, match="recipe_digest is 'd1'.*record the golden again"):
+        add_alternate(tmp_path, "m/cpu/a/b", {"colors": "x"}, {**mine, "recipe_digest": "d2"})
+    with pytest.raises(DeploymentError, match="no golden"):
+        add_alternate(tmp_path, "m/cpu/x/y", {"colors": "x"}, mine)

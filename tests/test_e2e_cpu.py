@@ -27,11 +27,11 @@ def test_every_cpu_cell_runs_green(main_job):
     """The main job: both engines' one-host cells run (llama.cpp and SGLang 0.5.23 itself)."""
     result, reports = main_job.result, main_job.reports
     assert result.returncode == 0, result.stdout[-4000:]
-    assert "6 passed, 6 skipped" in result.stdout
-    # The two-host cells (rpc_split, tp2_nodes, routed) cannot run on the one-host local
+    assert "6 passed, 7 skipped" in result.stdout
+    # The two-host cells (rpc_split, tp2_nodes, routed, pd) cannot run on the one-host local
     # inventory: they skip at once, saying why, and leave no evidence (they run in
     # test_multihost_e2e); SGLang's ngram_spec is unsupported on cpu, with its measured reason.
-    for cell in ("llama.cpp/rpc_split", "llama.cpp/routed", "sglang/tp2_nodes", "sglang/routed"):
+    for cell in ("llama.cpp/rpc_split", "llama.cpp/routed", "sglang/tp2_nodes", "sglang/routed", "sglang/pd"):
         pattern = rf"SKIPPED .*cpu\+{re.escape(cell)}/baseline needs 2 cpu hosts; inventory \S+ has 1"
         assert re.search(pattern, result.stdout), cell
     assert re.search(r"SKIPPED \[2\] \S+: unsupported: SGLang 0.5.23 on cpu: NGRAM", result.stdout)
@@ -84,7 +84,7 @@ def test_every_cpu_cell_runs_green(main_job):
     assert "golden recorded under" not in table  # a fresh clone's first run carries no provenance warning
 
     results = [json.loads(p.read_text()) for p in (reports / "allure-results").glob("*-result.json")]
-    assert sorted(r["status"] for r in results) == ["passed"] * 6 + ["skipped"] * 6
+    assert sorted(r["status"] for r in results) == ["passed"] * 6 + ["skipped"] * 7
     results = [r for r in results if r["status"] == "passed"]
     labels = {(lab["name"], lab["value"]) for r in results for lab in r["labels"]}
     assert {("epic", "smollm2-135m"), ("feature", "cpu"), ("story", "high_throughput")} <= labels

@@ -68,7 +68,7 @@ def test_smollm2_cells_cover_modes_and_strategies():
         f"smollm2-135m/cpu+sglang/{m}/{s}"
         for m in ("low_latency", "high_throughput")
         for s in ("baseline", "ngram_spec")
-    } | {"smollm2-135m/cpu+sglang/tp2_nodes/baseline", "smollm2-135m/cpu+sglang/routed/baseline"}
+    } | {f"smollm2-135m/cpu+sglang/{m}/baseline" for m in ("tp2_nodes", "routed", "pd")}
 
 
 def test_engine_axis_cells_carry_their_engine_and_card():

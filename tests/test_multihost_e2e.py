@@ -576,6 +576,65 @@ def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, quick_matrix,
     assert report.accepted and set(report.cells) == {TP2, SGLANG_ROUTED}, "\n".join(report.lines())
 
 
+PD = "smollm2-135m/cpu+sglang/pd/baseline"
+PD_ROLES = {("prefill", 0), ("decode", 0), ("router", 0)}
+
+
+def test_an_sglang_prefill_decode_cell_across_ssh_hosts_and_its_vendor_bundle(bed, quick_matrix, tmp_path):
+    """SGLang 0.5.23 disaggregated for real: the prefill server on one host, the decode server on
+    another, the KV cache moved over TCP (mooncake_tcp), the router in front; the cell passes and
+    leaves nothing. The same run packed by a vendor is accepted (each request in one prefill and
+    one decode log), and one launch's log dropped, duplicated or swapped, re-signed, is not."""
+    from .submission_corpus.hostile import first
+    from .submission_corpus.lab import VENDOR, lab_from_run
+    from .submission_corpus.launches import FORGERIES
+    from .submission_corpus.tarkit import resign, write_members
+
+    inv, reports = inventory(bed), tmp_path / "reports"
+    result = subprocess.run(
+        pytest_cmd(
+            quick_matrix, "-m", "cpu and sglang and pd", f"--hosts={inv}", f"--reports={reports}", "-rA"
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert "1 passed" in result.stdout, result.stdout[-2000:]
+    docs = evidence(reports)
+    assert set(docs) == {PD} and docs[PD]["verdict"] == "passed"
+    assert_two_host_cells(docs, {PD: PD_ROLES})
+    launches = docs[PD]["recipe"]["launches"]
+    side = {x["role"]: x for x in launches}
+    assert "--disaggregation-mode prefill" in side["prefill"]["command"]
+    assert "--disaggregation-mode decode" in side["decode"]["command"]
+    assert side["prefill"]["host"] != side["decode"]["host"]
+    assert "--pd-disaggregation" in side["router"]["command"] and side["router"]["endpoint"]
+    assert not nothing_left(bed)
+
+    (tmp_path / "vendor").mkdir()
+    vendor = lab_from_run(tmp_path / "vendor", reports, quick_matrix)
+    report = vendor.check(vendor.bundle)
+    assert report.accepted and set(report.cells) == {PD}, "\n".join(report.lines())
+    members = vendor.members()
+    ev = first(members, f"evidence/{PD.replace('/', '__')}__")
+    index = {x["role"]: i for i, x in enumerate(launches)}
+    cases = [
+        ("dropped", "decode", "prefill"),
+        ("duplicated", "decode", "prefill"),  # the prefill log stands in for the decode one
+        ("swapped", "decode", "prefill"),
+        ("dropped", "prefill", "decode"),
+    ]
+    for forgery, victim, other in cases:
+        forged = resign(
+            FORGERIES[forgery](members, ev, index[victim], index[other]), vendor.key, VENDOR, tmp_path
+        )
+        report = vendor.check(write_members(tmp_path / f"{forgery}-{victim}.tar.gz", forged))
+        assert not report.accepted, (forgery, victim)
+        assert {f.requirement.split(".")[0] for f in report.findings} == {"engine"}, "\n".join(report.lines())
+
+
 SGLANG_SWEEP = (  # (after the line with, offset s): what of SGLang's process tree is up then
     ("started server[0]", 20.0),  # scheduler and detokenizer spawned, weights loading, not ready
     ("ready after", 8.0),  # goldens / measurement under load: launcher, scheduler, detokenizer

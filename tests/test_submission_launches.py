@@ -5,12 +5,13 @@ routed bundles are checked end to end in tests/test_multihost_e2e.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from dayzero.checks.server_metrics import Totals
-from dayzero.submission.engine_logs import Served
+from dayzero.submission.engine_logs import Served, ServerAccount
 
 DATA = Path(__file__).parent / "data"
 MODEL = "/root/.cache/dayzero/models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -242,11 +243,64 @@ def test_a_routed_cells_requests_are_reconciled_across_its_workers_logs(tmp_path
     assert findings(*router) == ["engine.requests: 2 generation requests answered 200 by the router"]
 
 
-def test_a_prefill_decode_cell_is_refused_not_passed(tmp_path):
+def test_a_real_prefill_decode_pairs_halves_are_joined_by_bootstrap_room():
+    """Real SGLang 0.5.23 PD logs (mooncake_tcp on the cpu, 8 requests through the router): the
+    prefill side hands one token over for each request, the decode side generates the answer; both
+    name the same bootstrap rooms, with the same prompts."""
+    from dayzero.submission.engine_launches import rooms_problem
+    from dayzero.submission.engine_logs import sglang
+
+    prefill = sglang.parse((DATA / "sglang-0.5.23-pd-prefill.log").read_text())
+    decode = sglang.parse((DATA / "sglang-0.5.23-pd-decode.log").read_text())
+    assert prefill.count == decode.count == 8  # health checks and SGLang's own warm-up left out
+    assert {x.generated for x in prefill.served} == {1} and {x.generated for x in decode.served} == {30, 8}
+    assert {x.room for x in prefill.served} == {x.room for x in decode.served} and None not in {
+        x.room for x in decode.served
+    }
+    assert rooms_problem([prefill], [decode]) == ""
+    dropped = ServerAccount("sglang", served=decode.served[1:], ready=True)
+    assert rooms_problem([prefill], [dropped]).startswith("1 request(s) in one side's logs only")
+    twice = ServerAccount("sglang", served=decode.served + decode.served[:1], ready=True)
+    assert rooms_problem([prefill], [twice]).startswith(f"bootstrap room {decode.served[0].room} twice")
+    other = replace(decode.served[0], prompt=decode.served[0].prompt + 1)
+    moved = ServerAccount("sglang", served=(other, *decode.served[1:]), ready=True)
+    assert "prompt tokens at prefill" in rooms_problem([prefill], [moved])
+
+
+def test_a_prefill_server_counts_one_generated_token_a_request():
+    from dayzero.submission.engine_launches import handoff
+
+    answer = {"records": [record(30, 0, 32), {"id": "e", "error": "x"}], "warmup": {**WARM, "e2e_s": 0.5}}
+    seen = handoff(answer)
+    assert (
+        seen["records"][0]["usage"]["completion_tokens"] == 1 and seen["records"][1] == answer["records"][1]
+    )
+    assert seen["warmup"]["usage"]["completion_tokens"] == 1  # one warm-up request
+    assert answer["records"][0]["usage"]["completion_tokens"] == 32  # the answer itself untouched
+
+
+@pytest.mark.parametrize(
+    ("command", "side"),
+    [
+        (f"{SGLANG} --disaggregation-mode prefill --disaggregation-bootstrap-port 18092", "prefill"),
+        (f"{SGLANG} --disaggregation-mode decode", "decode"),
+        (SGLANG, ""),
+    ],
+)
+def test_a_disaggregated_launch_says_its_side(command, side):
+    from dayzero.submission.engine_launches import side_of
+
+    assert side_of({"command": command}) == side
+
+
+def test_a_prefill_decode_cell_without_a_decode_server_is_refused(tmp_path):
     pd = [
         launch("prefill", "h1", 30000, "python3 -m sglang.launch_server --disaggregation-mode prefill"),
-        launch("decode", "h2", 30001, "python3 -m sglang.launch_server --disaggregation-mode decode"),
+        launch("decode", "h2", 30001, "python3 -m sglang.launch_server --disaggregation-mode prefill"),
+        launch("router", "h1", 18088, "python3 -m sglang_router.launch_router --pd-disaggregation"),
     ]
-    subject, doc = routed_cell(tmp_path, launches=pd)
+    text = (DATA / "sglang-0.5.23-pd-prefill.log").read_text()
+    logs = {"h1-prefill-0.log": text, "h2-decode-0.log": text}
+    subject, doc = routed_cell(tmp_path, logs=logs, launches=pd)
     doc["engine"]["name"] = "sglang"
-    assert [f.split(":")[0] for f in findings(subject, doc)] == ["engine.multi-launch"]
+    assert "engine.launches: no decode server among the launches" in findings(subject, doc)

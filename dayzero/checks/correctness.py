@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
 from dayzero.spec.card import GoldenPolicy, Probe
@@ -121,11 +121,13 @@ def check_golden(
     recipe_digest: str = "",
     engine_version: str = "",
     missing: str = FAILED,
+    alternates: Sequence[tuple[str, Mapping]] = (),
 ) -> CheckResult:
     """The output against its golden under the mode's policy; `provenance` (the golden's) is kept
     in the details and compared with this run's recipe digest and engine version. Without a
     golden the verdict is `missing`: failed, or not measured where goldens are recorded later on
-    a reference cell (the cell stays Pending)."""
+    a reference cell (the cell stays Pending). An output that misses the golden but meets one of
+    its `alternates` (another machine's recording of the same recipe, with why) passes, naming it."""
     name = f"golden:{probe_id}"
     if expected is None:
         return CheckResult(
@@ -138,6 +140,14 @@ def check_golden(
         )
     ok, message = compare(policy, expected, actual)
     details: dict = {"golden": expected}
+    if not ok:
+        for text, recorded in alternates:
+            alt_ok, alt_message = compare(policy, text, actual)
+            if alt_ok:
+                where = recorded.get("why") or recorded.get("host") or "another machine"
+                ok, message = True, f"{alt_message} (the alternate golden recorded on {where})"
+                details["alternate"] = {"golden": text, "provenance": dict(recorded)}
+                break
     if provenance is not None:
         details["golden_provenance"] = dict(provenance)
         if differs := provenance_differs(provenance, recipe_digest, engine_version):

@@ -20,6 +20,13 @@ def add(sub) -> None:
     g.add_argument("--hosts", default=HOSTS, help=f"inventory (default: {HOSTS})")
     g.add_argument("--goldens", default=GOLDENS, help=f"golden outputs directory (default: {GOLDENS})")
     g.add_argument("--reports", default=REPORTS, help=f"where the run's evidence goes (default: {REPORTS})")
+    g.add_argument(
+        "--alternate",
+        metavar="WHY",
+        default="",
+        help="keep this machine's outputs beside the existing golden instead of replacing it, saying why "
+        "(e.g. 'AMD EPYC, AVX2 only: CPU rounding turns a near-tie'); same recipe and engine only",
+    )
     g.set_defaults(func=run)
 
 
@@ -36,6 +43,7 @@ def run(args) -> int:
         Path(args.goldens),
         new_run_id(),
         say=lambda m: print(f"[dayzero] {m}", file=sys.stderr),
+        golden_alternate=args.alternate,
     )
     try:
         for cell in select(matrix, args):

@@ -44,7 +44,7 @@ from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls
 from dayzero.run.preview import launch_text
 from dayzero.run.stall import watched
 from dayzero.spec.card import claims_for, golden_source
-from dayzero.spec.goldens import Golden, load_golden, save_golden
+from dayzero.spec.goldens import Golden, golden_path, load_golden, save_golden
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import Recipe, hosts_needed, render
@@ -69,6 +69,7 @@ class RunContext:
     say: Callable[[str], None] = print
     transports: dict[str, Transport] = field(default_factory=dict)
     facts: dict[str, HostFacts] = field(default_factory=dict)
+    golden_alternate: str = ""  # `golden record --alternate WHY`: add, beside the golden, with why
 
     @property
     def quarantine_dir(self) -> Path:
@@ -287,13 +288,15 @@ def _probe(
                 recipe_digest=ep.recipe_digest,
                 engine_version=version,
                 missing=probe_plan.missing_verdict,
+                alternates=golden.alternatives(p.id) if golden else (),
             )
         )
     return checks
 
 
 def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
-    """`dayzero golden record`: the probe answers just recorded become the cell's golden."""
+    """`dayzero golden record`: the probe answers just recorded become the cell's golden (or,
+    with `ctx.golden_alternate`, an alternate recording beside it)."""
     policy = ctx.matrix.card(cell).mode(cell.mode).golden.to_json()
     outputs = json.loads((ctx.reports_dir / records.path(ctx.run_id, cell.id, records.PROBES)).read_text())
     provenance = {
@@ -303,6 +306,9 @@ def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
         "host": run.held.hosts[0].name if run.held else "",
         "by": "dayzero golden record",
     }
+    if ctx.golden_alternate:
+        texts = {r["id"]: r["text"] for r in outputs["records"]}
+        return add_alternate(ctx.goldens_dir, cell.id, texts, {**provenance, "why": ctx.golden_alternate})
     suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
     tools = {
         tp.suite.name: answers(
@@ -312,6 +318,26 @@ def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
     }
     golden = Golden(cell.id, policy, provenance, {r["id"]: r["text"] for r in outputs["records"]}, tools)
     return save_golden(ctx.goldens_dir, golden)
+
+
+def add_alternate(goldens_dir: Path, cell_id: str, texts: dict[str, str], provenance: dict) -> Path:
+    """This machine's probe outputs beside the cell's golden, where they differ from it and from
+    every alternate already kept. Only for the golden's own recipe and engine: a changed recipe is
+    re-recorded, never given an alternate."""
+    golden = load_golden(goldens_dir, cell_id)
+    if golden is None:
+        raise DeploymentError(f"golden not recorded: {cell_id} has no golden to add an alternate to")
+    for key in ("recipe_digest", "engine_version"):
+        if golden.provenance.get(key) != provenance[key]:
+            raise DeploymentError(
+                f"golden not recorded: the golden's {key} is {golden.provenance.get(key)!r}, this run's "
+                f"{provenance[key]!r}: record the golden again instead of an alternate"
+            )
+    known = [golden.outputs, *(a.get("outputs") for a in golden.alternates)]
+    if texts in known:
+        return golden_path(goldens_dir, cell_id)
+    alternates = [*golden.alternates, {"outputs": texts, "provenance": provenance}]
+    return save_golden(goldens_dir, replace(golden, alternates=alternates))
 
 
 def measure(

@@ -17,6 +17,18 @@ class Golden:
     provenance: dict
     outputs: dict[str, str]
     tool_calls: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # suite -> case -> names
+    # Outputs recorded by `dayzero golden record --alternate WHY` on another machine of the kind with
+    # the same recipe and engine: each {"outputs": {probe: text}, "provenance": {..., "why": ...}}.
+    # A CPU's float rounding (AVX2 against AVX-512 kernels) can turn a near-tie in greedy decoding.
+    alternates: list[dict] = field(default_factory=list)
+
+    def alternatives(self, probe_id: str) -> tuple[tuple[str, dict], ...]:
+        """(output, provenance) of each alternate recording that has this probe."""
+        return tuple(
+            (a["outputs"][probe_id], a.get("provenance") or {})
+            for a in self.alternates
+            if isinstance(a, dict) and isinstance((a.get("outputs") or {}).get(probe_id), str)
+        )
 
 
 def golden_path(goldens_dir: Path, cell_id: str) -> Path:
@@ -31,5 +43,5 @@ def load_golden(goldens_dir: Path, cell_id: str) -> Golden | None:
 
 
 def save_golden(goldens_dir: Path, golden: Golden) -> Path:
-    doc = {k: v for k, v in golden.__dict__.items() if k != "tool_calls" or v}
+    doc = {k: v for k, v in golden.__dict__.items() if k not in ("tool_calls", "alternates") or v}
     return atomic.write_json(golden_path(goldens_dir, golden.cell), doc)

@@ -14,8 +14,16 @@ Where one server serves every request (llama.cpp's rank 0 beside its rpc-servers
 0), its log is held to the records as a one-launch cell's is (`engine_account.one_log`). Where
 several do (workers behind a router), the requests are reconciled across their logs
 (`reconcile`): each record found in exactly one worker's log, each worker's share of each phase
-what its own /metrics counted, the whole what the client completed. Prefill/decode cells (each
-request in one prefill and one decode log) are not reconciled yet and are refused.
+what its own /metrics counted, the whole what the client completed.
+
+A prefill/decode cell (SGLang `--disaggregation-mode prefill|decode` behind the router) serves
+every request twice, once per side, as real PD logs show: the prefill server computes the prompt
+and hands one token over with the KV cache (its log: `completion_tokens` 1 for every request),
+the decode server generates the answer (its log: the client's token counts). So the requests are
+reconciled across the decode servers' logs as across workers', and across the prefill servers'
+logs with one generated token each (`handoff`); and the two halves are one request: every
+bootstrap room (the router's per-request id, in both halves' log lines) is in exactly one
+prefill and one decode log, with the same prompt.
 """
 
 from __future__ import annotations
@@ -97,6 +105,52 @@ def _rank_findings(rel: str, launch: dict, engine: str, account: ServerAccount) 
     return out
 
 
+def side_of(launch: dict) -> str:
+    """'prefill' or 'decode': a disaggregated launch's side, from its command."""
+    try:
+        argv = shlex.split(launch.get("command") or "")
+    except ValueError:
+        argv = []
+    return _flag(argv, "--disaggregation-mode") or ""
+
+
+def handoff(answer: dict) -> dict:
+    """A phase's answer as a prefill server counts it: one generated token for every completed
+    request and warm-up (the one it hands over with the KV cache); prompts as the client's."""
+    records = [
+        {**r, "usage": {**r["usage"], "completion_tokens": 1}} if isinstance(r.get("usage"), dict) else r
+        for r in answer["records"]
+    ]
+    out = {**answer, "records": records}
+    warm = answer.get("warmup")
+    if isinstance(warm, dict) and isinstance(warm.get("usage"), dict):
+        out["warmup"] = {**warm, "usage": {**warm["usage"], "completion_tokens": _warmups(answer)}}
+    return out
+
+
+def rooms_problem(prefill: list[ServerAccount], decode: list[ServerAccount]) -> str:
+    """Why the prefill and decode halves are not the same requests ('' when each bootstrap room
+    is in one prefill and one decode log, with the same prompt)."""
+    halves = {}
+    for side, accounts in (("prefill", prefill), ("decode", decode)):
+        rooms: dict[int, int] = {}
+        for x in (x for a in accounts for x in a.served):
+            if x.room is None:
+                return f"a {side} log line without its bootstrap room (task {x.task})"
+            if x.room in rooms:
+                return f"bootstrap room {x.room} twice in the {side} logs"
+            rooms[x.room] = x.prompt
+        halves[side] = rooms
+    p, d = halves["prefill"], halves["decode"]
+    if only := sorted(set(p) ^ set(d)):
+        where = "prefill" if only[0] in p else "decode"
+        return f"{len(only)} request(s) in one side's logs only (bootstrap room {only[0]}: {where})"
+    if differ := [r for r in p if p[r] != d[r]]:
+        room = differ[0]
+        return f"bootstrap room {room}: {p[room]} prompt tokens at prefill, {d[room]} at decode"
+    return ""
+
+
 def _deltas(s: Subject, kind: str, ordered: list, launch: dict) -> list[Totals] | str:
     """A launch's own counters over each phase, or the phase whose snapshots lack them."""
     target, out = target_of(launch), []
@@ -112,9 +166,14 @@ def _deltas(s: Subject, kind: str, ordered: list, launch: dict) -> list[Totals] 
     return out
 
 
-def across(s: Subject, name: str, doc: dict, servers: list[tuple[str, dict, ServerAccount]]) -> list[Finding]:
-    """The records reconciled across several servers' logs, phase by phase."""
+def across(
+    s: Subject, name: str, doc: dict, servers: list[tuple[str, dict, ServerAccount]], prefill: bool = False
+) -> list[Finding]:
+    """The records reconciled across several servers' logs, phase by phase (prefill servers' as
+    they count them: `handoff`)."""
     ordered, kind = phases(s, doc), source_for(doc["engine"]["name"])[0]
+    if prefill:
+        ordered = [(rel, handoff(answer)) for rel, answer in ordered]
     want = expected_requests(ordered)
     if (served := sum(a.count for _, _, a in servers)) != want:
         each = short(", ".join(f"{target_of(x)} {a.count}" for _, x, a in servers), 200)
@@ -160,16 +219,6 @@ def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
     if parse is None or len(launches) < 2:
         return []  # one launch, or an engine the checker cannot read: engine_account's
     parts = [part_of(engine, x) for x in launches]
-    if DISAGGREGATED in parts:
-        roles = ", ".join(f"{x.get('role')}[{x.get('rank')}]" for x in launches)
-        return [
-            Finding(
-                name,
-                "engine.multi-launch",
-                f"prefill/decode launches ({short(roles)}): each request split over two logs",
-                "a cell whose requests the checker can reconcile (prefill/decode: not yet)",
-            )
-        ]
     logs = {rel.rsplit("/", 1)[-1]: rel for rel in doc.get("logs", []) if s.bundle.has(rel)}
     names = {log_name(x) for x in launches}
     out = [
@@ -192,6 +241,8 @@ def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
             servers.append((rel, launch, parse(_read(s, rel))))
     if not servers:
         return out + [Finding(name, "engine.log", "no launch that serves requests", "a server's log")]
+    if DISAGGREGATED in parts:
+        return out + disaggregated(s, name, doc, servers)
     if len(servers) == 1:
         rel, launch, _ = servers[0]
         return out + one_log(s, rel, launch, doc)
@@ -201,6 +252,40 @@ def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
         else:
             out += _launch_findings(rel, launch, account) + _device_findings(rel, doc, launch, account)
     return out or across(s, name, doc, servers)
+
+
+Servers = list[tuple[str, dict, ServerAccount]]  # (log, launch, its account)
+
+
+def disaggregated(s: Subject, name: str, doc: dict, servers: Servers) -> list[Finding]:
+    """A prefill/decode cell: each side's servers reconciled with the records, then the halves
+    joined by bootstrap room."""
+    sides = {side: [x for x in servers if side_of(x[1]) == side] for side in ("prefill", "decode")}
+    want = "a prefill and a decode server, nothing else"
+    out = [
+        Finding(name, "engine.launches", f"no {side} server among the launches", want)
+        for side, group in sides.items()
+        if not group
+    ]
+    out += [
+        Finding(rel, "engine.launches", "a server neither prefill nor decode", want)
+        for rel, launch, _ in servers
+        if side_of(launch) not in sides
+    ]
+    for rel, launch, account in servers:
+        if not account.ready:
+            out.append(Finding(rel, "engine.log", "no start-up line of the engine", "an sglang server log"))
+        else:
+            out += _launch_findings(rel, launch, account) + _device_findings(rel, doc, launch, account)
+    if out:
+        return out
+    out = across(s, name, doc, sides["decode"]) + across(s, name, doc, sides["prefill"], prefill=True)
+    accounts = {side: [a for *_, a in group] for side, group in sides.items()}
+    if not out and (problem := rooms_problem(accounts["prefill"], accounts["decode"])):
+        logs = ", ".join(short(rel.rsplit("/", 1)[-1], 60) for rel, _, _ in servers)
+        expected = f"each request in one prefill and one decode log ({logs})"
+        out.append(Finding(name, "engine.records", problem, expected))
+    return out
 
 
 def check_engine_launches(s: Subject, ref: Reference) -> list[Finding]:

@@ -17,6 +17,8 @@ names the counters per engine). Each phase must agree with it, within stated tol
   nothing where tokens were generated;
 - speculative counters kept in the records equal those the snapshots give.
 
+In a prefill/decode cell the decode servers' counters are the client's account (`decode_side`).
+
 A phase without readable snapshots is a finding: a server-side total that is missing is never
 taken as agreement; so is a record or warm-up without a field the totals need (named). Whether
 the snapshots could be an account at all (launches, plausible counts) is `snapshots`'. What a
@@ -151,6 +153,22 @@ def check_phase(kind: str, rel: str, mrel: str, answer: dict, doc: dict) -> list
     return out
 
 
+def decode_side(doc: dict, snapshots: dict) -> dict:
+    """A prefill/decode cell's snapshots as the client's account: the decode servers' alone (the
+    prefill servers count every prompt a second time and one handed-over token per request; they
+    are held to their own logs by `engine_launches`)."""
+    from dayzero.submission.engine_launches import DISAGGREGATED, part_of, side_of
+    from dayzero.submission.snapshots import target_of
+
+    launches = doc["recipe"]["launches"]
+    split = [x for x in launches if part_of(doc["engine"]["name"], x) == DISAGGREGATED]
+    if not split:
+        return snapshots
+    decode = {target_of(x) for x in split if side_of(x) == "decode"}
+    keep = {w: [x for x in snapshots.get(w) or [] if x.get("target") in decode] for w in ("before", "after")}
+    return {**snapshots, **keep}
+
+
 def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
     kind = source_for(doc["engine"]["name"])[0]
     if parser_for(doc["engine"]["name"]) is None or kind not in KINDS:
@@ -172,7 +190,7 @@ def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
                     )
                 )
             continue
-        out += check_phase(kind, rel, mrel, s.records[rel], s.metrics[mrel])
+        out += check_phase(kind, rel, mrel, s.records[rel], decode_side(doc, s.metrics[mrel]))
     return out
 
 

@@ -72,6 +72,7 @@ def golden_result(view: CellView, probe: Probe) -> CheckResult:
         recipe_digest=view.doc["recipe"]["digest"],
         engine_version=view.doc["engine"]["version"],
         missing=view.probes.missing_verdict,
+        alternates=golden.alternatives(probe.id) if golden else (),
     )
 
 

@@ -24,6 +24,7 @@ class Served:
     generated: int
     total_s: float  # the server's own prompt + generation time for it
     prompt: int | None = None  # all its prompt tokens, cached included, where the log says (SGLang)
+    room: int | None = None  # SGLang prefill/decode: the bootstrap room both halves of a request share
 
 
 @dataclass(frozen=True)

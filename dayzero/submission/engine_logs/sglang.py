@@ -37,6 +37,7 @@ FIRED_UP = "The server is fired up and ready to roll"
 SERVED = re.compile(r'"POST /(?:v1/chat/completions|v1/completions|generate) HTTP/[\d.]+" 200')
 FINISH = re.compile(r"\] Finish: obj=GenerateReqInput\(rid='([^']*)'.*?, out=(\{'meta_info'.*)$")
 RANK = re.compile(r"Dummy health check server started in background thread at (\S+)")
+ROOM = re.compile(r"\bbootstrap_room=(\d+)")
 NUMBER = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 META = {
     key: re.compile(rf"'{key}': {NUMBER}")
@@ -44,7 +45,7 @@ META = {
 }
 
 
-def _finished(rid: str, out: str, task: int) -> tuple[float, Served] | None:
+def _finished(rid: str, out: str, task: int, room: int | None = None) -> tuple[float, Served] | None:
     values = {key: m.group(1) for key, rx in META.items() if (m := rx.search(out))}
     if rid.startswith("HEALTH_CHECK") or len(values) != len(META):
         return None
@@ -56,8 +57,14 @@ def _finished(rid: str, out: str, task: int) -> tuple[float, Served] | None:
         generated=int(values["completion_tokens"]),
         total_s=float(values["e2e_latency"]),
         prompt=int(values["prompt_tokens"]),
+        room=room,
     )
     return float(values["request_received_ts"]), served
+
+
+def _room(obj: str) -> int | None:
+    """The request's bootstrap room (prefill/decode: the router gives both halves the same one)."""
+    return int(m.group(1)) if (m := ROOM.search(obj)) else None
 
 
 def parse(text: str) -> ServerAccount:
@@ -74,14 +81,14 @@ def parse(text: str) -> ServerAccount:
         elif (
             ready
             and (m := FINISH.search(line))
-            and (item := _finished(m.group(1), m.group(2), len(finished)))
+            and (item := _finished(m.group(1), m.group(2), len(finished), _room(line[: m.start(2)])))
         ):
             finished.append(item)
     if not finished:
         return ServerAccount("sglang", listen=listen, requests=requests, ready=ready)
     t0 = min(ts for ts, _ in finished)  # arrivals as seconds since the first request of the run
     served = tuple(
-        Served(s.task, s.slot, ts - t0, s.prompt_evaluated, s.generated, s.total_s, s.prompt)
+        Served(s.task, s.slot, ts - t0, s.prompt_evaluated, s.generated, s.total_s, s.prompt, s.room)
         for ts, s in finished
     )
     return ServerAccount("sglang", listen=listen, served=served, ready=ready)
