@@ -108,3 +108,21 @@ def test_pending_until_the_reference_golden_is_recorded_then_compared_across(tmp
     assert golden["details"]["provenance_differs"]  # recorded under the reference's recipe
     row = next(r for r in rows(load_matrix(matrix_dir), reports) if r.cell.id == other)
     assert row.status == "Verified" and "golden recorded under recipe" in row.detail
+
+
+def test_a_mode_may_meet_another_modes_golden_and_a_wrong_one_is_refused(matrix_dir):
+    """The SGLang PD cell's probes meet the low_latency cell's golden (one server's greedy output);
+    a `same_as` naming no other mode of the card is refused, naming the file and the field."""
+    from dayzero.spec.card import golden_source
+
+    matrix = load_matrix(REPO / "matrix")
+    pd = matrix.cell("smollm2-135m/cpu+sglang/pd/baseline")
+    source, policy = golden_source(matrix.card(pd), pd)
+    assert source == "smollm2-135m/cpu+sglang/low_latency/baseline" and policy.policy == "exact"
+    assert plan.probes(matrix.card(pd), pd).golden_cell == source and policy.describe().endswith(
+        "low_latency cell's golden"
+    )
+    card = matrix_dir / "models" / "smollm2-135m.yaml"
+    card.write_text(card.read_text().replace("same_as: low_latency", "same_as: low_latenc"))
+    with pytest.raises(ConfigError, match=r"modes.pd.golden.same_as.*another mode of the card.*'low_latenc'"):
+        load_matrix(matrix_dir)

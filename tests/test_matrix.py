@@ -102,7 +102,8 @@ def test_engine_entry_naming_another_engine_is_refused(matrix_dir):
 
 def test_bad_reference_in_an_engine_entry_names_the_entry(matrix_dir):
     card = matrix_dir / "models" / "smollm2-135m.yaml"
-    card.write_text(card.read_text().replace("modes: [tp2_nodes, routed]", "modes: [tp2_nodes, routd]"))
+    text = card.read_text().replace("modes: [tp2_nodes, routed, pd]", "modes: [tp2_nodes, routd, pd]")
+    card.write_text(text)
     with pytest.raises(ConfigError, match=r"engines.sglang.cells\[1\].modes.*unknown mode 'routd'"):
         load_matrix(matrix_dir)
 

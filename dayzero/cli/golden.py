@@ -32,6 +32,7 @@ def add(sub) -> None:
 
 def run(args) -> int:
     from dayzero.run.cell import RunContext, new_run_id, run_cell
+    from dayzero.spec.card import golden_source
     from dayzero.spec.goldens import golden_path
 
     matrix = load_matrix(args.matrix)
@@ -48,6 +49,12 @@ def run(args) -> int:
     try:
         for cell in select(matrix, args):
             if not cell.supported:
+                continue
+            source, _ = golden_source(matrix.card(cell), cell)
+            if source != cell.id and args.cell:
+                print(f"{cell.id}: not recorded: its probes meet {source}'s golden; record that cell")
+                continue
+            if source != cell.id:
                 continue
             outcome = run_cell(ctx, cell, record_goldens=True)
             if outcome.error:

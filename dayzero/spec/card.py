@@ -86,14 +86,16 @@ class GoldenPolicy:
     policy: str = "exact"
     n: int = 8
     min_ratio: float = 0.8
+    same_as: str = ""  # a mode whose cell's golden this mode's probes meet (PD meets one server's)
 
     def describe(self) -> str:
-        return {
+        text = {
             "exact": "exact text",
             "first_n_tokens": f"first {self.n} tokens",
             "similarity": f"similarity >= {self.min_ratio}",
             "contains": "golden text contained in output",
         }[self.policy]
+        return f"{text} of the {self.same_as} cell's golden" if self.same_as else text
 
     def to_json(self) -> dict:
         """As a golden file keeps it: the policy and the parameter it uses."""
@@ -383,11 +385,15 @@ class ModelCard:
 
 def golden_source(card: ModelCard, cell: Cell) -> tuple[str, GoldenPolicy]:
     """Whose golden this cell's probes are compared with, and under which policy: its own under
-    its mode's policy, or the card's reference cell's under the tolerant cross-hardware policy."""
+    its mode's policy, the card's reference cell's under the tolerant cross-hardware policy, or
+    the cell of the mode its policy names (`same_as`)."""
     ref = card.goldens
-    if ref is None or ref.cell == cell.id:
-        return cell.id, card.mode(cell.mode).golden
-    return ref.cell, ref.policy
+    if ref is not None and ref.cell != cell.id:
+        return ref.cell, ref.policy
+    policy = card.mode(cell.mode).golden
+    if policy.same_as:  # another mode's cell: same hardware, engine and strategy
+        return replace(cell, mode=policy.same_as).id, policy
+    return cell.id, policy
 
 
 # One word per published status, the acceptance table's: what a recipe's authors published as
@@ -656,6 +662,11 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
         name: Mode(name, m["concurrency"], m.get("description", ""), _golden(m.get("golden")))
         for name, m in (data.get("modes") or {}).items()
     }
+    for name, mode in modes.items():
+        other = mode.golden.same_as
+        if other and (other not in modes or other == name):
+            expected = f"expected another mode of the card ({', '.join(sorted(modes))}), got {other!r}"
+            _fail(path, ["modes", name, "golden", "same_as"], expected)
     return ModelCard(
         model=data["model"],
         path=path,
