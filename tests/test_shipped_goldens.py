@@ -50,6 +50,9 @@ def test_a_shipped_golden_matches_its_cell(path):
         f"{path}: recorded under recipe {recorded}, the cell's is {digest(card, cell)}: "
         "re-record with `dayzero golden record`"
     )
+    for alternate in golden.alternates:  # another machine's recording of the same recipe
+        assert alternate["provenance"]["recipe_digest"] == recorded, f"{path}: an alternate of another recipe"
+        assert set(alternate["outputs"]) == set(golden.outputs), f"{path}: an alternate of other probes"
     if card.engine.name != "llama.cpp":
         return  # no build of it ships with the repository to compare with
     banner = golden.provenance.get("engine_version", "")
