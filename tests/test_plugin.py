@@ -27,7 +27,7 @@ def test_marker_expressions_combine():
     ]
     result = run_pytest("--collect-only", "-q", "-m", "cpu and sglang and baseline")  # the engine axis
     ids = [line for line in result.stdout.splitlines() if "test_cell[" in line]
-    assert len(ids) == 4 and all("smollm2-135m/cpu+sglang/" in i for i in ids), ids
+    assert len(ids) == 5 and all("smollm2-135m/cpu+sglang/" in i for i in ids), ids  # with pd
     result = run_pytest("--collect-only", "-q", "-m", "kimi-k3.1-pro and wideep and h200")
     assert result.returncode == 0 and "h200/pd_balanced/baseline+wideep" in result.stdout
 
