@@ -528,30 +528,29 @@ def test_sigint_at_any_instant_of_a_cell_across_two_hosts_ends_the_run_interrupt
 # -- real SGLang across hosts -----------------------------------------------------------------------
 
 
-def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, quick_matrix, tmp_path):
-    """SGLang 0.5.23 itself across hosts: one server tensor-parallel over two hosts (--tp 2
-    --nnodes 2, one rank per host over gloo, rendered by the Kimi cells' multinode_args path) and
-    two SGLang workers behind sglang-router. Both pass, one after the other (SGLang's idle
-    scheduler busy-polls a core: cells side by side on 2 cores starved each other), and nothing is
-    left on any host (no launcher, sglang::scheduler, sglang::detokenizer, sglang::router, lease)."""
-    inv, reports = inventory(bed), tmp_path / "reports"
+def run_passing(bed, matrix: Path, reports: Path, markers: str, passed: int) -> dict[str, dict]:
+    """The cells the markers select, run on the testbed in a pytest of their own: all passed; their
+    evidence by cell."""
     result = subprocess.run(
-        pytest_cmd(
-            quick_matrix,
-            "-m",
-            "cpu and sglang and (tp2_nodes or routed)",
-            f"--hosts={inv}",
-            f"--reports={reports}",
-            "-rA",
-        ),  # fmt: skip
+        pytest_cmd(matrix, "-m", markers, f"--hosts={inventory(bed)}", f"--reports={reports}", "-rA"),
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=1800,
     )
     assert result.returncode == 0, result.stdout[-5000:]
-    assert "2 passed" in result.stdout, result.stdout[-2000:]
-    docs = evidence(reports)
+    assert f"{passed} passed" in result.stdout, result.stdout[-2000:]
+    return evidence(reports)
+
+
+def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, quick_matrix, tmp_path):
+    """SGLang 0.5.23 itself across hosts: one server tensor-parallel over two hosts (--tp 2
+    --nnodes 2, one rank per host over gloo, rendered by the Kimi cells' multinode_args path) and
+    two SGLang workers behind sglang-router. Both pass, one after the other (SGLang's idle
+    scheduler busy-polls a core: cells side by side on 2 cores starved each other), and nothing is
+    left on any host (no launcher, sglang::scheduler, sglang::detokenizer, sglang::router, lease)."""
+    reports = tmp_path / "reports"
+    docs = run_passing(bed, quick_matrix, reports, "cpu and sglang and (tp2_nodes or routed)", 2)
     assert set(docs) == {TP2, SGLANG_ROUTED} and all(d["verdict"] == "passed" for d in docs.values())
     assert_two_host_cells(docs, {TP2: {("server", 0), ("server", 1)}, SGLANG_ROUTED: ROUTED_ROLES})
     for cell in (TP2, SGLANG_ROUTED):
@@ -590,19 +589,8 @@ def test_an_sglang_prefill_decode_cell_across_ssh_hosts_and_its_vendor_bundle(be
     from .submission_corpus.launches import FORGERIES
     from .submission_corpus.tarkit import resign, write_members
 
-    inv, reports = inventory(bed), tmp_path / "reports"
-    result = subprocess.run(
-        pytest_cmd(
-            quick_matrix, "-m", "cpu and sglang and pd", f"--hosts={inv}", f"--reports={reports}", "-rA"
-        ),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stdout[-5000:]
-    assert "1 passed" in result.stdout, result.stdout[-2000:]
-    docs = evidence(reports)
+    reports = tmp_path / "reports"
+    docs = run_passing(bed, quick_matrix, reports, "cpu and sglang and pd", 1)
     assert set(docs) == {PD} and docs[PD]["verdict"] == "passed"
     assert_two_host_cells(docs, {PD: PD_ROLES})
     launches = docs[PD]["recipe"]["launches"]

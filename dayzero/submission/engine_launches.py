@@ -55,10 +55,7 @@ SERVER, RANK, ROUTER, DISAGGREGATED = "server", "rank", "router", "prefill/decod
 
 def part_of(engine: str, launch: dict) -> str:
     """What a launch is to the engine account, read from its command."""
-    try:
-        argv = shlex.split(launch.get("command") or "")
-    except ValueError:
-        argv = []
+    argv = _argv(launch)
     if "sglang_router.launch_router" in argv:
         return ROUTER
     if any(a.rsplit("/", 1)[-1] == "rpc-server" for a in argv) or (  # a container's prefix first
@@ -68,6 +65,13 @@ def part_of(engine: str, launch: dict) -> str:
     if engine == "sglang" and _flag(argv, "--disaggregation-mode") not in (None, "null"):
         return DISAGGREGATED
     return SERVER
+
+
+def _argv(launch: dict) -> list[str]:
+    try:
+        return shlex.split(launch.get("command") or "")
+    except ValueError:
+        return []
 
 
 def _flag(argv: list[str], name: str) -> str | None:
@@ -107,11 +111,7 @@ def _rank_findings(rel: str, launch: dict, engine: str, account: ServerAccount) 
 
 def side_of(launch: dict) -> str:
     """'prefill' or 'decode': a disaggregated launch's side, from its command."""
-    try:
-        argv = shlex.split(launch.get("command") or "")
-    except ValueError:
-        argv = []
-    return _flag(argv, "--disaggregation-mode") or ""
+    return _flag(_argv(launch), "--disaggregation-mode") or ""
 
 
 def handoff(answer: dict) -> dict:
