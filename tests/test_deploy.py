@@ -232,3 +232,17 @@ def test_a_launch_the_host_cannot_execute_is_broken(tmp_path, local_inventory, k
     doc = json.loads(next((ctx.reports_dir / "evidence").glob("*.json")).read_text())
     assert doc["verdict"] == "broken" and f"exit {status}" in doc["error"], doc["error"]
     assert not list((tmp_path / "work" / "leases").glob("slot-*")), "lease released"
+
+
+@pytest.mark.parametrize(("sig", "words"), [("ILL", "an instruction this CPU refuses"), ("SEGV", "segmentation")])
+def test_an_engine_killed_by_a_signal_is_reported_with_the_signal_named(tmp_path, local_inventory, sig, words):
+    """An engine that dies by a signal writes no line of its own (llama-server built with AMX on
+    an AVX2 CPU: SIGILL 0.7 s after launch, empty log): the launch's shell records the status and
+    the failure names the signal and what it usually means. A real process, killed by the real
+    signal (its own `kill`), not a status made up."""
+    card = fake_card(["bash", "-c", f"echo loading; sleep 0.3; kill -{sig} $$"], port=18505)
+    ctx = context(tmp_path, card, local_inventory())
+    outcome = run_cell(ctx, ctx.matrix.cells[0])
+    assert outcome.verdict == "failed", outcome.error
+    assert "server[0] on local exited before the cell became ready" in outcome.error
+    assert f"killed by SIG{sig}" in outcome.error and words in outcome.error, outcome.error

@@ -14,9 +14,29 @@ import sys
 from pathlib import Path
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
-# Part of the cache key: a build without llama.cpp's RPC backend (no `rpc-server`, no `--rpc`)
-# sits under the bare version and is rebuilt, not reused.
-BUILD_FLAVOUR = "rpc"
+# The instruction-set level llama.cpp is built at, never the build machine's own (`-march=native`
+# put AVX-512/AMX in the binary: SIGILL on another CPU, and greedy outputs that turned with the CPU).
+# x86-64-v3 is AVX2+FMA+F16C+BMI2 (Haswell, Zen 1 and later); arm64 the plain ARMv8.2-A with dotprod.
+ISA_LEVELS = {"x86_64": "x86-64-v3", "aarch64": "armv8.2-a"}
+
+
+def isa_level(machine: str | None = None) -> str:
+    """The pinned level for this machine's architecture (`uname -m`)."""
+    machine = machine or os.uname().machine
+    try:
+        return ISA_LEVELS[machine]
+    except KeyError:
+        raise RuntimeError(
+            f"no pinned instruction-set level for {machine!r} (known: {', '.join(ISA_LEVELS)})"
+        ) from None
+
+
+# Part of the cache key: the RPC backend (`rpc-server`, `--rpc`) and the pinned level; a build
+# without either sits under another name and is rebuilt, not reused.
+def build_flavour() -> str:
+    return f"rpc+{isa_level()}"
+
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_BF16 = "SmolLM2-135M-Instruct-bf16"
 # The chat template with tool syntax the llama.cpp cpu cells serve (the card's model_files):
@@ -30,7 +50,7 @@ def cache_root() -> Path:
 
 
 def server_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
-    return cache_root() / "llama.cpp" / f"{version}+{BUILD_FLAVOUR}"
+    return cache_root() / "llama.cpp" / f"{version}+{build_flavour()}"
 
 
 def server_binary(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero.errors import CommandTimeout, DeploymentError, InfrastructureError, StillLoading
+from dayzero.lab.exit_status import describe
 from dayzero.lab.transport import RemoteProcess, Transport
 from dayzero.lab.transport.base import cleanup_file, watchdog_log
 from dayzero.loadgen import client_source
@@ -247,7 +248,7 @@ class Deployment:
                     self._unrunnable(s)
                     raise DeploymentError(
                         f"{s.launch.role}[{s.launch.rank}] on {s.launch.host} exited before the "
-                        f"cell became ready ({time.monotonic() - t0:.1f}s after launch)",
+                        f"cell became ready ({time.monotonic() - t0:.1f}s after launch{self._how(s)})",
                         self.tail(s),
                     )
             waiting = {}
@@ -301,8 +302,14 @@ class Deployment:
             if not self.transports[s.launch.host].alive(s.process):
                 self._unrunnable(s)
                 raise DeploymentError(
-                    f"{s.launch.role}[{s.launch.rank}] on {s.launch.host} died", self.tail(s)
+                    f"{s.launch.role}[{s.launch.rank}] on {s.launch.host} died{self._how(s)}", self.tail(s)
                 )
+
+    def _how(self, s: Started) -> str:
+        """', killed by SIGILL: ...' (or ', exit 1') once the launch's shell has recorded how it
+        ended; '' when it could not (the whole group killed, a Slurm step)."""
+        status = self.transports[s.launch.host].exit_status(s.process)
+        return f", {describe(status)}" if status is not None else ""
 
     def _unrunnable(self, s: Started) -> None:
         """A launch whose program the host could not execute (exit 126/127) is the lab's fault:

@@ -19,6 +19,7 @@ _VERSION = re.compile(r"(?<![\w.])v?(\d+(?:\.\d+)+[\w.+-]*)")
 _BUILD = re.compile(r"\bbuild[:\s]+(\w+)", re.IGNORECASE)
 _COMMIT = re.compile(r"\bcommit[:\s]+(\w+)|\(([0-9a-f]{7,40})\)", re.IGNORECASE)
 _SOURCE = re.compile(r"([\w.-]+ v?\d+(?:\.\d+)+[\w.+-]*) sdist", re.IGNORECASE)
+_LEVEL = re.compile(r"\bbuilt for ([\w.+-]+)", re.IGNORECASE)  # the pinned instruction-set level
 UNKNOWN = ("", "0", "unknown")
 
 
@@ -43,6 +44,8 @@ def parse(banner: str) -> EngineIdentity | None:
     ]
     if source := _SOURCE.search(banner):
         build.append(source.group(1))
+    if level := _LEVEL.search(banner):
+        build.append(level.group(1))
     return EngineIdentity(found.group(1), ", ".join(build))
 
 

@@ -29,6 +29,7 @@ from dayzero.lab.cache import (
     SMOLLM2_GGUF,
     SMOLLM2_TOOLS_TEMPLATE,
     cache_root,
+    isa_level,
     model_path,
     print_paths,
     rpc_server_binary,
@@ -79,6 +80,12 @@ def _download(url: str, sha256: str, dest: Path) -> None:
 TARGETS = {"llama-server": "llama-server", "ggml-rpc-server": "rpc-server"}
 
 
+def source_text(version: str) -> str:
+    """What the build records beside the binary, which the card's version_command prints first:
+    the source and the pinned level, so evidence and goldens name the build they came from."""
+    return f"llama-cpp-python {version} sdist, vendor/llama.cpp, built for {isa_level()}\n"
+
+
 def build_server(version: str = LLAMA_CPP_PYTHON_VERSION, jobs: int | None = None) -> Path:
     """Build `llama-server` and `rpc-server` (RPC backend on) from the llama-cpp-python sdist
     unless the cache already has both."""
@@ -86,8 +93,8 @@ def build_server(version: str = LLAMA_CPP_PYTHON_VERSION, jobs: int | None = Non
     source = server_dir(version) / "SOURCE"
     if binary.exists() and rpc_server_binary(version).exists():
         _say(f"llama-server {version} cached at {binary}")
-        if not source.exists():
-            source.write_text(f"llama-cpp-python {version} sdist, vendor/llama.cpp\n")
+        if not source.exists() or source.read_text() != source_text(version):
+            source.write_text(source_text(version))
         return binary
     jobs = jobs or os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="dayzero-build-") as tmp:
@@ -117,6 +124,7 @@ def build_server(version: str = LLAMA_CPP_PYTHON_VERSION, jobs: int | None = Non
             "-DLLAMA_OPENSSL=OFF",
             "-DLLAMA_CURL=OFF",
             "-DGGML_RPC=ON",
+            *isa_flags(),
         ]
         _run_with_progress(configure, "configure")
         _run_with_progress(["cmake", "--build", str(build), "--target", *TARGETS, "-j", str(jobs)], "build")
@@ -125,10 +133,78 @@ def build_server(version: str = LLAMA_CPP_PYTHON_VERSION, jobs: int | None = Non
         (staging / "bin").mkdir(parents=True)
         for target, name in TARGETS.items():
             shutil.copy2(build / "bin" / target, staging / "bin" / name)
-        (staging / "SOURCE").write_text(f"llama-cpp-python {version} sdist, vendor/llama.cpp\n")
+            found = isa_check(staging / "bin" / name)
+            if found:
+                raise RuntimeError(f"{name} holds instructions above {isa_level()}: {found}")
+        (staging / "SOURCE").write_text(source_text(version))
         staging.rename(server_dir(version))  # atomic: a half-built cache is never "found"
     _say(f"llama-server and rpc-server {version} built in {binary.parent}")
     return binary
+
+
+def isa_flags(machine: str | None = None) -> list[str]:
+    """ggml's options for the pinned level: GGML_NATIVE off (no `-march=native`), each extension
+    of the level on and everything above it off, so the binary runs on any CPU of the level and
+    decodes the same greedy tokens on each."""
+    level = isa_level(machine)
+    if level == "x86-64-v3":
+        on = ["SSE42", "AVX", "AVX2", "BMI2", "FMA", "F16C"]
+        off = [
+            "AVX_VNNI",
+            "AVX512",
+            "AVX512_VBMI",
+            "AVX512_VNNI",
+            "AVX512_BF16",
+            "AMX_TILE",
+            "AMX_INT8",
+            "AMX_BF16",
+        ]
+        return ["-DGGML_NATIVE=OFF", *(f"-DGGML_{o}=ON" for o in on), *(f"-DGGML_{o}=OFF" for o in off)]
+    return ["-DGGML_NATIVE=OFF", f"-DGGML_CPU_ARM_ARCH={level}+dotprod"]
+
+
+# Registers no x86-64-v3 instruction can name: AVX-512's zmm and mask registers, AMX's tiles.
+_ABOVE_V3 = re.compile(r"%zmm\d|%k[1-7]\b|%tmm\d|\btile(?:zero|loadd|stored|release|cfg)|\bldtilecfg\b")
+
+
+def isa_check(binary: Path) -> list[str]:
+    """Instructions in `binary` above the pinned level (x86-64 only: objdump's disassembly, which
+    names AVX-512 and AMX by their registers), at most five of them; empty when it is clean."""
+    if isa_level() != "x86-64-v3":
+        return []
+    proc = subprocess.Popen(
+        ["objdump", "-d", "--no-show-raw-insn", str(binary)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    found: list[str] = []
+    for line in proc.stdout:
+        if _ABOVE_V3.search(line):
+            found.append(line.strip())
+            if len(found) >= 5:
+                break
+    proc.stdout.close()
+    proc.wait()
+    return found
+
+
+# What /proc/cpuinfo calls each extension of the x86-64-v3 level.
+_V3_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi2", "movbe")
+
+
+def cpu_lacks(cpuinfo: str | None = None) -> list[str]:
+    """The pinned level's extensions this machine's CPU does not advertise (x86-64 only)."""
+    if isa_level() != "x86-64-v3":
+        return []
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return []
+    flags = next(
+        (set(line.split(":", 1)[1].split()) for line in cpuinfo.splitlines() if line.startswith("flags")),
+        set(),
+    )
+    return [f for f in _V3_FLAGS if f not in flags]
 
 
 def _run_with_progress(cmd: list[str], stage: str) -> None:
@@ -198,6 +274,13 @@ def main(argv: list[str] | None = None) -> int:
         print_paths()
         return 0
     try:
+        missing = cpu_lacks()
+        if missing:
+            _say(
+                f"error: this CPU lacks {', '.join(missing)}, which the pinned level {isa_level()} needs "
+                "(llama-server would die by SIGILL here)"
+            )
+            return 1
         build_server(jobs=args.jobs)
         fetch_model()
         install_tools_template()

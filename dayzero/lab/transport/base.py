@@ -61,12 +61,20 @@ def exec_status_path(log_path: str) -> str:
     return f"{log_path}.exec"
 
 
+def exit_status_path(log_path: str) -> str:
+    """Where a launch's shell leaves the status its program ended with (a signal as 128+N)."""
+    return f"{log_path}.status"
+
+
 def exec_line(command: str, log_path: str) -> str:
-    """`exec command`, except that a program the shell cannot execute (not found: 127, not
-    executable: 126) leaves its status beside the log: a lab fault, told apart from an engine
-    that started and died (`execfail` keeps the shell alive to write it)."""
-    status = quote(exec_status_path(log_path))
-    return f"shopt -s execfail; exec {command}\ns=$?; echo $s > {status}; exit $s"
+    """Run `command` under the launch's shell, which then leaves the status it ended with beside
+    the log: a signal is named in the report (an engine killed by SIGILL writes no log line of
+    its own), and a program the shell cannot execute (not found: 127, not executable: 126) is
+    also written where `exec_failure` looks: a lab fault, told apart from an engine that started
+    and died. Not `exec`: the shell must outlive the program to see how it ended; it shares the
+    process group, so a kill of the group still reaches both."""
+    status, ended = quote(exec_status_path(log_path)), quote(exit_status_path(log_path))
+    return f"{command}\ns=$?; echo $s > {ended}; case $s in 126|127) echo $s > {status};; esac; exit $s"
 
 
 @dataclass(frozen=True)
@@ -208,6 +216,14 @@ class Transport(abc.ABC):
         """The status of a launch whose program could not be executed (`exec_line`), else None."""
         try:
             out = self.run(f"cat {quote(exec_status_path(proc.log_path))} 2>/dev/null", timeout=15).stdout
+        except (InfrastructureError, CommandTimeout):
+            return None
+        return int(out.strip()) if out.strip().isdigit() else None
+
+    def exit_status(self, proc: RemoteProcess) -> int | None:
+        """The status a finished launch ended with (`exec_line`), None while unknown."""
+        try:
+            out = self.run(f"cat {quote(exit_status_path(proc.log_path))} 2>/dev/null", timeout=15).stdout
         except (InfrastructureError, CommandTimeout):
             return None
         return int(out.strip()) if out.strip().isdigit() else None
