@@ -26,6 +26,13 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from . import ci_skips, module_times
+
+    module_times.configure(config)  # the slowest tests and the time per module, in every run
+    ci_skips.configure(config)  # under CI, a skip is a failure naming what is missing
+
+
 def write_yaml(path: Path, data) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
