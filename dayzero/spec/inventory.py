@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dayzero.errors import ConfigError
-from dayzero.lab.cache import cache_root
+from dayzero.lab.cache import cache_root, server_dir
 from dayzero.spec import yamlfile
 
 CACHE_TOKEN = "${DAYZERO_CACHE}"
+# The cached llama.cpp build's folder, whose name carries the version and the pinned level.
+LLAMA_CPP_TOKEN = "${DAYZERO_LLAMA_CPP}"
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,9 @@ class Inventory:
 
 
 def _expand_local(value: str) -> str:
-    """`${DAYZERO_CACHE}` means this machine's cache; only a local host shares the controller's disk."""
-    return value.replace(CACHE_TOKEN, str(cache_root()))
+    """`${DAYZERO_CACHE}` means this machine's cache, `${DAYZERO_LLAMA_CPP}` its llama.cpp build;
+    only a local host shares the controller's disk."""
+    return value.replace(LLAMA_CPP_TOKEN, str(server_dir())).replace(CACHE_TOKEN, str(cache_root()))
 
 
 def _check_hardware(path: Path, where: str, kind: str, hardware_names: set[str] | None) -> None:
