@@ -27,10 +27,11 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from . import ci_skips, module_times
+    from . import ci_skips, module_times, tiers
 
     module_times.configure(config)  # the slowest tests and the time per module, in every run
     ci_skips.configure(config)  # under CI, a skip is a failure naming what is missing
+    tiers.configure(config)  # the fast tier first, then the e2e tier
 
 
 def write_yaml(path: Path, data) -> Path:

@@ -1,4 +1,4 @@
-"""The two plugins of dayzero's own test runs (tests/module_times.py, tests/ci_skips.py), each run
+"""The plugins of dayzero's own test runs (tests/module_times.py, tests/ci_skips.py, tests/tiers.py), each run
 on a small suite of its own in a pytest subprocess, as `pytest tests` loads them."""
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from .module_times import table
 CONFTEST = f"""
 import sys
 sys.path.insert(0, {str(REPO)!r})
-from tests import ci_skips, module_times
+from tests import ci_skips, module_times, tiers
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "e2e: real components")
     module_times.configure(config)
     ci_skips.configure(config)
+    tiers.configure(config)
 """
 
 SUITE = {
@@ -117,3 +119,20 @@ def test_the_module_table_puts_the_slowest_first_and_sums_it_all():
         "      2.0s    0.0m     3  tests/a.py",
         "     92.0s    1.5m     4  total",
     ]
+
+
+def test_the_fast_tier_runs_first_each_tier_in_its_own_order(tmp_path):
+    suite = {
+        "test_a.py": "import pytest\n\n@pytest.mark.e2e\ndef test_engine():\n    pass\n\n"
+        "def test_pure():\n    pass\n",
+        "test_b.py": "import pytest\n\npytestmark = pytest.mark.e2e\n\ndef test_sshd():\n    pass\n",
+        "test_c.py": "def test_parse():\n    pass\n",
+    }
+    out = run_suite(tmp_path, None, suite).stdout
+    ran = [line.split()[1] for line in out.splitlines() if line.startswith("PASSED ")]
+    assert ran == [
+        "test_a.py::test_pure",
+        "test_c.py::test_parse",
+        "test_a.py::test_engine",
+        "test_b.py::test_sshd",
+    ], out
