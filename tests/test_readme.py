@@ -182,6 +182,24 @@ def test_the_run_table_is_exitcodes_own():
     assert in_readme == {code for code, _ in EXIT_STATUSES.values()}
 
 
+def test_every_status_the_plugin_sets_is_in_the_run_table():
+    """A run's status as dayzero's code names it (`pytest.ExitCode.X`, `exitcodes.X`), anywhere
+    in the package: each is a row of the run table (every pytest status is possible anyway)."""
+    import dayzero.exitcodes as exitcodes
+
+    named = {code.value for code in pytest.ExitCode}
+    for path in (REPO / "dayzero").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute | ast.Name):
+                owner = ast.unparse(node.value).rsplit(".", 1)[-1]
+                if owner == "ExitCode":
+                    named.add(pytest.ExitCode[node.attr].value)
+                elif owner == "exitcodes" and type(getattr(exitcodes, node.attr, None)) is int:
+                    named.add(getattr(exitcodes, node.attr))
+    run, _ = status_tables()
+    assert named - {int(row[0]) for row in run} == set()
+
+
 CLI = REPO / "dayzero" / "cli"
 PASS = "the status of a process it ran"
 # How a verb's `return <call>` is resolved: the function that decides, or the statuses it gives.
