@@ -20,6 +20,25 @@ class ConfigError(DayzeroError):
         super().__init__(f"{file}: {path or '<root>'}: {message}")
 
 
+class ConfigErrors(ConfigError):
+    """Every problem found in one file, one line each: a lab fixes them all in one pass instead of
+    meeting them one run at a time. Reads as the first where one `ConfigError` is expected."""
+
+    def __init__(self, errors: list[ConfigError]):
+        self.errors = tuple(errors)
+        first = self.errors[0]
+        super().__init__(first.file, first.path, first.message)
+        self.args = ("\n".join(str(e) for e in self.errors),)
+
+
+def raise_all(errors: list[ConfigError]) -> None:
+    """Raise nothing, the one error, or all of them as `ConfigErrors`."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(errors)
+
+
 class InfrastructureError(DayzeroError):
     """The lab failed, not the product: reported as broken, in the infrastructure category."""
 

@@ -56,7 +56,8 @@ CPU = {"partition": "p", "hardware": {"cpu": {}}}
         ({"max_jobs": 0}, "slurm.max_jobs", "minimum of 1"),
         ({"container": "docker"}, "slurm.container", "expected one of"),
         ({"login": {"transport": "ssh"}}, "slurm.login", "needs 'address'"),
-        ({"nodes": 2}, "slurm", "unknown field ('nodes'"),
+        ({"nodes": 2}, "slurm", "unknown field 'nodes' (line"),
+        ({"partiton": "p"}, "slurm", "unknown field 'partiton' (did you mean 'partition'?)"),
     ],
 )
 def test_slurm_errors_name_file_and_field(tmp_path, slurm, where, words):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dayzero import __version__
 from dayzero.cli import (
     acceptance,
     card,
@@ -30,6 +31,7 @@ VERBS = (matrix, recipe, lint, golden, hosts, acceptance, card, report, nightly,
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dayzero", description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--version", action="version", version=f"dayzero {__version__}")
     parser.add_argument("--matrix", default="matrix", help="matrix directory (default: matrix)")
     sub = parser.add_subparsers(dest="command", required=True)
     for verb in VERBS:
@@ -41,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ConfigError as exc:
-        print(f"dayzero: {exc}", file=sys.stderr)
+    except ConfigError as exc:  # every error of the file, one line each
+        for line in str(exc).splitlines():
+            print(f"dayzero: {line}", file=sys.stderr)
         return 2
     except DayzeroError as exc:
         print(f"dayzero: {exc}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""`dayzero hosts check`: connect to every host of an inventory; print reachability and facts."""
+"""`dayzero hosts check`: connect to every host of an inventory; print reachability and facts,
+and the vars its cells need that the inventory does not set (`dayzero.run.host_vars`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import sys
 
 from dayzero.cli.common import HOSTS
 from dayzero.errors import DayzeroError
-from dayzero.spec.inventory import load_inventory
+from dayzero.lab.preflight import HostFacts
+from dayzero.run.host_vars import SLURM_NODES, missing_vars
+from dayzero.spec.inventory import Host, load_inventory
 from dayzero.spec.matrix import load_matrix
 
 
@@ -18,43 +21,72 @@ def add(sub) -> None:
     h.set_defaults(func=run_check)
 
 
+def _value(value, unit: str = "") -> str:
+    """A fact as printed: `unknown` where it could not be read (never Python's None)."""
+    return "unknown" if value is None else f"{value}{unit}"
+
+
+def facts_line(host: Host, facts: HostFacts) -> str:
+    """What a reachable host said about itself, each fact it did not say as `unknown`."""
+    return (
+        f"{host.hardware}: {_value(facts.accelerators_seen)} seen (inventory {host.accelerators}), "
+        f"memory {_value(facts.memory_free_gb)}/{_value(facts.memory_total_gb, ' GB')} free, "
+        f"disk {_value(facts.disk_free_gb, ' GB')} free, cpus {_value(facts.cpus)}"
+    )
+
+
+def _problem(text: str) -> str:
+    """One problem under its host, a multi-line message kept in the column."""
+    return f"{'':<16} problem: " + text.strip().replace("\n", "\n" + " " * 26)
+
+
 def run_check(args) -> int:
-    """Exit 1 if any host is unreachable or unfit."""
+    """Exit 1 if any host is unreachable or unfit, or lacks a var a cell of its hardware needs."""
     from dayzero.lab.preflight import gather
     from dayzero.lab.transport import open_transport
 
     matrix = load_matrix(args.matrix)
     inventory = load_inventory(args.hosts, set(matrix.hardware))
+    missing = missing_vars(matrix, inventory, matrix.cells)
     unfit = 0
     if inventory.slurm is not None:
         from dayzero.lab.slurm import print_check
 
         slurm_problems = print_check(inventory)
+        for m in missing:
+            if SLURM_NODES in m.hosts:
+                print(f"slurm problem: {m.line()}")
+                slurm_problems += 1
     for host in inventory.hosts:
         engines = {
             card.engine.name: card.engine.version_command
             for card in matrix.engine_cards.values()
             if host.hardware in card.hardware and card.engine.version_command
         }
+        lacking = [
+            f"{m.field} missing: {m.card} uses {{{m.name}}} in {m.where} "
+            "(set it under defaults.vars or the host's vars)"
+            for m in missing
+            if host.name in m.hosts
+        ]
         try:
             with open_transport(host, inventory) as transport:
                 facts = gather(transport, matrix.hardware[host.hardware], engines, inventory.secrets)
         except DayzeroError as exc:
-            print(f"{host.name:<16} UNREACHABLE  {exc}")
-            unfit += 1
-            continue
-        state = "ok" if facts.healthy else "UNFIT"
-        unfit += not facts.healthy
-        print(
-            f"{host.name:<16} {state:<11}  {host.hardware}: {facts.accelerators_seen} seen "
-            f"(inventory {host.accelerators}), "
-            f"memory {facts.memory_free_gb}/{facts.memory_total_gb} GB free, "
-            f"disk {facts.disk_free_gb} GB free, cpus {facts.cpus}"
-        )
-        for engine, version in facts.engine_versions.items():
-            print(f"{'':<16} engine {engine}: {version}")
-        for problem in facts.problems:
-            print(f"{'':<16} problem: {problem}")
+            facts = HostFacts(host.name, False, problems=(str(exc),))
+        unfit += not facts.healthy or bool(lacking)
+        if not facts.reachable:
+            why = "; ".join(p.removeprefix("unreachable: ") for p in facts.problems)
+            print(f"{host.name:<16} {'UNREACHABLE':<11}  {why}")
+        else:
+            state = "ok" if facts.healthy and not lacking else "UNFIT"
+            print(f"{host.name:<16} {state:<11}  {facts_line(host, facts)}")
+            for engine, version in facts.engine_versions.items():
+                print(f"{'':<16} engine {engine}: {version}")
+            for problem in facts.problems:
+                print(_problem(problem))
+        for problem in lacking:
+            print(_problem(problem))
     if inventory.hosts:
         print(f"\n{len(inventory.hosts) - unfit} of {len(inventory.hosts)} host(s) fit", file=sys.stderr)
     return 1 if unfit or (inventory.slurm is not None and slurm_problems) else 0

@@ -4,8 +4,10 @@ pytest picks the rootdir and the ini file (testpaths, addopts, markers) before i
 from entry points, so in `pytest -m cpu --hosts /srv/lab/inventory.yaml` it takes the unknown
 option's value for a test path: the rootdir moves to /srv/lab, the ini is lost and no cell is
 collected. By `pytest_load_initial_conftests` our options are known and parsed; if the decision
-made without them differs, it is made again with the real test paths. pytest offers no public
-way to do this, so this module leans on three of its attributes and is tested for it.
+made without them differs, it is made again with the real test paths, and the ini's `addopts` are
+applied as pytest applies them (`--strict-markers` is an ini override: without it a misspelt
+`-m` marker would read as an empty lab). pytest offers no public way to do this, so this module
+leans on three of its attributes and is tested for it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from _pytest.config.findpaths import determine_setup
+from _pytest.config.findpaths import determine_setup, parse_override_ini
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -38,3 +40,5 @@ def pytest_load_initial_conftests(
             args, namespace=copy.copy(early_config.option)
         )
         early_config.known_args_namespace.confcutdir = str(inipath.parent)
+        early_config._inicfg.update(parse_override_ini(early_config.known_args_namespace.override_ini))
+        early_config._inicache.clear()

@@ -12,15 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from dayzero import __version__
 from dayzero.clock import now_iso
 from dayzero.errors import ConfigError
-from dayzero.plugin import signals
+from dayzero.plugin import markers, signals
 from dayzero.plugin.options import DEFAULTS, OPTIONS, option_path
 from dayzero.plugin.tally import CellTally
 from dayzero.report import allure_env
 from dayzero.report.acceptance import write_acceptance
 from dayzero.run.cell import new_run_id
-from dayzero.run.preview import dry_run_text
+from dayzero.run.host_vars import missing_vars
+from dayzero.run.preview import dry_run_text, no_run
 from dayzero.spec.inventory import Inventory, load_inventory
 from dayzero.spec.matrix import Cell, Matrix, load_matrix
 
@@ -61,8 +63,8 @@ def _load(config: pytest.Config) -> bool:
     try:
         matrix = load_matrix(option_path(config, "dayzero_matrix"))
         inventory = load_inventory(option_path(config, "dayzero_hosts"), set(matrix.hardware))
-    except ConfigError as exc:
-        raise pytest.UsageError(f"dayzero: {exc}") from None
+    except ConfigError as exc:  # every error of the file, one line each
+        raise pytest.UsageError("\n".join(f"dayzero: {line}" for line in str(exc).splitlines())) from None
     config.stash[MATRIX_KEY] = matrix
     config.stash[INVENTORY_KEY] = inventory
     return True
@@ -88,6 +90,15 @@ def pytest_configure(config: pytest.Config) -> None:
     signals.install()
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """dayzero's version, and the inventory and matrix a run of the suites reads, under pytest's own."""
+    head = f"dayzero: {__version__}"
+    if MATRIX_KEY not in config.stash:
+        return [head]
+    where = (option_path(config, name) for name in ("dayzero_hosts", "dayzero_matrix"))
+    return [f"{head}, inventory {next(where)}, matrix {next(where)}"]
+
+
 def cell_param(cell: Cell, marks_by_name: dict[str, pytest.MarkDecorator] | None = None):
     """One test item's parameter; `marks_by_name` shares each marker's decorator across cells
     (`pytest.mark.<name>` re-checks the registered markers on every call: 40k calls at 10k cells)."""
@@ -103,6 +114,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         matrix = metafunc.config.stash[MATRIX_KEY]
         marks: dict[str, pytest.MarkDecorator] = {}
         metafunc.parametrize("cell", [cell_param(c, marks) for c in matrix.cells])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    """A misspelt `-m` marker, or a host var a selected cell needs and the inventory lacks, stops
+    a run of the suites before collection (and before a dry run's plan)."""
+    config = session.config
+    if MATRIX_KEY not in config.stash or not _runs_suites(config) or hasattr(config, "workerinput"):
+        return
+    markers.check_markexpr(config)
+    matrix, inventory = config.stash[MATRIX_KEY], config.stash[INVENTORY_KEY]
+    cells = markers.selected(config.getoption("markexpr"), matrix.cells)
+    runnable = [c for c in cells if c.supported and not no_run(matrix, inventory, c)]
+    if missing := missing_vars(matrix, inventory, runnable):
+        raise pytest.UsageError("\n".join(f"dayzero: {m.line()}" for m in missing))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

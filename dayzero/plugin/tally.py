@@ -78,6 +78,8 @@ class CellTally:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         config = self.config
+        if session.exitstatus == pytest.ExitCode.USAGE_ERROR:
+            return  # nothing was selected: the error says why
         allow_empty = config.getoption("dayzero_allow_empty")
         if config.option.collectonly:
             if allow_empty and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dayzero.errors import ConfigError
+from dayzero.errors import ConfigError, raise_all
 from dayzero.lab.cache import cache_root, server_dir
 from dayzero.spec import yamlfile
+from dayzero.spec.suggest import did_you_mean
 
 CACHE_TOKEN = "${DAYZERO_CACHE}"
 # The cached llama.cpp build's folder, whose name carries the version and the pinned level.
@@ -122,7 +123,12 @@ def _expand_local(value: str) -> str:
 
 def _check_hardware(path: Path, where: str, kind: str, hardware_names: set[str] | None) -> None:
     if hardware_names is not None and kind not in hardware_names:
-        raise ConfigError(path, where, f"unknown hardware {kind!r}; expected one of {sorted(hardware_names)}")
+        raise ConfigError(
+            path,
+            where,
+            f"unknown hardware {kind!r}{did_you_mean(kind, hardware_names)}; "
+            f"expected one of {sorted(hardware_names)}",
+        )
 
 
 def _slurm(path: Path, data: dict, hardware_names: set[str] | None) -> SlurmCluster:
@@ -178,15 +184,24 @@ def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Invent
     data = yamlfile.load(path, "inventory")
     if "hosts" not in data and "slurm" not in data:
         raise ConfigError(path, "", "expected 'hosts', 'slurm' (a Slurm cluster) or both")
-    slurm = _slurm(path, data["slurm"], hardware_names) if "slurm" in data else None
+    errors = []  # the cluster's and every host's, reported at once
+    slurm = None
+    try:
+        slurm = _slurm(path, data["slurm"], hardware_names) if "slurm" in data else None
+    except ConfigError as exc:
+        errors.append(exc)
     defaults = data.get("defaults", {})
     hosts = []
     for name, fields in data.get("hosts", {}).items():
         merged = {**defaults, **fields}
         where = f"hosts.{name}"
-        if "hardware" not in merged:
-            raise ConfigError(path, where, "missing field 'hardware' (e.g. cpu, b300)")
-        _check_hardware(path, f"{where}.hardware", merged["hardware"], hardware_names)
+        try:
+            if "hardware" not in merged:
+                raise ConfigError(path, where, "missing field 'hardware' (e.g. cpu, b300)")
+            _check_hardware(path, f"{where}.hardware", merged["hardware"], hardware_names)
+        except ConfigError as exc:
+            errors.append(exc)
+            continue
         transport = merged.get("transport", "ssh")
         if transport == "ssh" and not merged.get("address"):
             merged["address"] = name  # an ssh alias or DNS name, like Ansible's inventory_hostname
@@ -216,6 +231,7 @@ def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Invent
                 max_foreign_load=float(merged.get("max_foreign_load", 0.25)),
             )
         )
+    raise_all(errors)
     base = path.parent
     known = data.get("known_hosts")
     cfg = data.get("ssh_config")

@@ -211,6 +211,30 @@ def _vars(card: ModelCard, cell: Cell) -> dict[str, str]:
     return {**card.vars, **card.hardware[cell.hardware].vars}
 
 
+# The placeholders `render` fills itself; `role.<name>.*` and `secret.*` are its too.
+RENDERED = frozenset({"host", "port", "rank", "nnodes", "dist_init_addr", "peers", "tp", "bind", "weights"})
+
+
+def host_vars_needed(card: ModelCard, cell: Cell) -> dict[str, str]:
+    """Placeholders of the cell's recipe that only a host's `vars` can fill (the card sets no
+    default): name -> where the card uses it first. Pure: an inventory is checked against it
+    before anything renders, so a missing `model_root` is the inventory's error, not the card's."""
+    texts = [("weights", card.weights or ""), ("engine.bind", card.engine.bind)]
+    for t in templates(card, cell):
+        where = f"modes.{cell.mode} ({t.role})"
+        texts += [(where, text) for text in (*t.argv, *(v for _, v in t.env))]
+        texts += [("engine.worker", text) for text in t.worker_argv]
+    defaults = _vars(card, cell)
+    needed: dict[str, str] = {}
+    for where, text in texts:
+        for match in PLACEHOLDER.finditer(text):
+            name = match.group(1)
+            if name in RENDERED or name in defaults or name.startswith(("role.", "secret.")):
+                continue
+            needed.setdefault(name, where)
+    return needed
+
+
 def digest(card: ModelCard, cell: Cell) -> str:
     payload = {
         "engine": card.engine.name,

@@ -1,7 +1,8 @@
 """Load a YAML or JSON data file and validate it against a schema shipped in the package.
 
 Errors name the file, the path inside it (``modes.low_latency.roles.server.nodes``), the line,
-and what was expected, so a lab engineer can fix a matrix without reading our code.
+and what was expected (an unknown field with the known one it is closest to), so a lab engineer
+can fix a matrix without reading our code; every error of a file at once, one line each.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from dayzero.errors import ConfigError
+from dayzero.errors import ConfigError, raise_all
+from dayzero.spec.suggest import did_you_mean
 
 # libyaml's loader where PyYAML was built with it (over 10x faster on a model card); the pure-Python
 # one otherwise and for errors, so a message reads the same either way.
@@ -56,13 +58,23 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"expected {error.validator_value}, got {error.instance!r}"
     if error.validator == "enum":
         return f"expected one of {error.validator_value}, got {error.instance!r}"
-    if error.validator == "additionalProperties":
-        return f"unknown field ({error.message.split('(')[-1].rstrip(')')})"
     return error.message
 
 
+def _problems(error: jsonschema.ValidationError) -> list[tuple[list, list, str]]:
+    """(path shown, path of its line, message) of one error; an object's unknown fields one each,
+    at their own line, with the known field each is closest to."""
+    parts = list(error.absolute_path)
+    known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties" and error.validator_value is False and known:
+        extra = [key for key in error.instance if key not in known]
+        return [(parts, [*parts, key], f"unknown field {key!r}{did_you_mean(key, known)}") for key in extra]
+    return [(parts, parts, _describe(error))]
+
+
 def load(path: Path, schema_name: str) -> Any:
-    """Parse and validate one file; raise ConfigError for the first problem (the deepest one)."""
+    """Parse and validate one file; raise ConfigError for its problems (the deepest of each), all
+    of them (`ConfigErrors`) in the order of the file's lines."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -80,12 +92,15 @@ def load(path: Path, schema_name: str) -> Any:
             where = f"line {mark.line + 1}" if mark else ""
             raise ConfigError(path, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
     validator = _validator(schema_name)
-    errors = sorted(validator.iter_errors(data), key=lambda e: (-len(e.absolute_path), e.message))
+    errors = list(validator.iter_errors(data))
     if errors:
-        err = jsonschema.exceptions.best_match(errors) or errors[0]
-        parts = list(err.absolute_path)
-        line = _line_of(yaml.compose(text), parts)  # the tree only for an error's line number
-        raise ConfigError(path, format_path(parts), _describe(err) + (f" (line {line})" if line else ""))
+        tree = yaml.compose(text)  # the tree only for the errors' line numbers
+        found = []
+        for top in errors:  # each a problem of its own; best_match picks the deepest of its branches
+            for parts, at, message in _problems(jsonschema.exceptions.best_match([top]) or top):
+                line = _line_of(tree, at)
+                found.append((line or 0, format_path(parts), message + (f" (line {line})" if line else "")))
+        raise_all([ConfigError(path, where, message) for _, where, message in sorted(set(found))])
     return data
 
 
