@@ -22,7 +22,7 @@ from dayzero.escape import escape
 from dayzero.report.acceptance import write_acceptance
 from dayzero.submission.accept import accept
 from dayzero.submission.bundle import MANIFEST, SIGNATURE, SUBMISSION
-from dayzero.submission.findings import short
+from dayzero.submission.findings import Finding, Group, grouped, short
 
 from .submission_corpus.hostile import (
     Members,
@@ -148,3 +148,74 @@ def test_a_golden_not_recorded_leaves_the_cell_pending_instead_of_refusing_the_b
     for cell in one_host_cells(unrecorded.matrix):
         row = next(line for line in table.splitlines() if f"`{cell.id}`" in line)
         assert "| Pending |" in row and "golden not recorded" in row, row
+
+
+# Issue 28 item 6: `check` explains what it was given instead of a bundle, refuses a --reports
+# that is not there, and folds the findings that follow from a cause under it.
+
+
+def test_check_explains_a_directory_given_for_a_bundle(lab, tmp_path, capsys):
+    """An empty directory read `no such file`; a reports directory is named as one, with the pack step."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _check(lab, empty) == 2
+    out = capsys.readouterr().out
+    assert f"empty: unusable: {empty}: an empty directory, not a bundle: check the .tar.gz that" in out, out
+    assert _check(lab, lab.reports) == 2
+    out = capsys.readouterr().out
+    assert "a reports directory, not a bundle: pack it first (`dayzero submission pack" in out, out
+    assert f"--reports {lab.reports}`" in out, out
+
+
+def test_check_refuses_a_reports_directory_that_is_not_there(lab, tmp_path, capsys):
+    """`check --reports /nonexistent` accepted (rc 0): no replay can be found in nothing."""
+    missing = tmp_path / "nonexistent"
+    assert _check(lab, lab.bundle, "--reports", str(missing)) == 2
+    captured = capsys.readouterr()
+    assert "accepted" not in captured.out, captured.out
+    assert captured.err.strip() == f"dayzero: {missing}: --reports: no such directory " + (
+        "(the lab's reports, where `accept` adds evidence)"
+    )
+
+
+def test_one_edited_token_count_is_one_cause_with_its_consequences_folded_under_it(lab, tmp_path, capsys):
+    """It gave 46 findings in a row: the engine's log disagreeing with the records first, then
+    45 figures recomputed from them, unmarked. Now: the cause, then the rest folded under it."""
+
+    def one_more_token(members: Members) -> Members:
+        def change(doc):
+            doc["records"][0]["usage"]["completion_tokens"] += 1
+
+        return edit_json(members, perf_file(members, evidence_name(members)), change)
+
+    bundle = write_members(
+        out(tmp_path, "token"), resign(one_more_token(lab.members()), lab.key, VENDOR, tmp_path)
+    )
+    report = lab.check(bundle)
+    assert len(report.findings) > 20 and len(report.groups) == 1, report.lines()
+    [group] = report.groups
+    assert group.cause.requirement == "engine.records" and group.cause == report.findings[0]
+    assert {"engine.metrics", "recompute.claim"} <= {f.requirement for f in group.consequences}
+
+    capsys.readouterr()
+    assert _check(lab, bundle) == 1
+    cause, folded, *rest, verdict = capsys.readouterr().out.splitlines()
+    assert cause == group.cause.line()
+    assert folded.startswith(f"  + {len(group.consequences)} finding(s) that may follow from it (")
+    assert "recompute.claim " in folded and "engine.metrics 1" in folded, folded
+    assert rest == [f"    {f.line()}" for f in group.consequences]
+    assert verdict.startswith(f"{bundle.name}: rejected ({len(report.findings)} finding(s)")
+    markdown = report.to_markdown()
+    assert markdown.count("| ↳ ") == len(group.consequences), markdown[-2000:]
+
+
+def test_findings_of_no_cell_stand_alone_and_each_cell_folds_under_its_first():
+    sig = Finding("manifest.json.sig", "signature.verify", "x", "y")
+    bad_json, claim_a, claim_b = (
+        Finding("a.json", "schema.json", "x", "y"),
+        Finding("a.json", "recompute.claim", "x", "y"),
+        Finding("b.json", "recompute.claim", "x", "y"),
+    )
+    groups = grouped([claim_b, claim_a, bad_json, sig], {"a.json": "cell-a", "b.json": "cell-b"})
+    assert groups == [Group(sig), Group(bad_json, (claim_a,)), Group(claim_b)]
+    assert Group(sig).lines() == [sig.line()]

@@ -75,6 +75,10 @@ def crash_guard(func):
 def cmd_check(args) -> int:
     from dayzero.submission.check import check_bundle, reference
 
+    if args.reports and not Path(args.reports).is_dir():  # nothing to refuse a replay against: no "accepted"
+        raise ConfigError(
+            args.reports, "--reports", "no such directory (the lab's reports, where `accept` adds evidence)"
+        )
     ref = reference(args.matrix, args.goldens, args.allowed_signers)
     report = check_bundle(Path(args.bundle), ref, reports_dir=Path(args.reports) if args.reports else None)
     _report_out(report, args.markdown)

@@ -41,7 +41,7 @@ from dayzero.submission import (
 )
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.extract import DEFAULT_LIMITS, Limits, UnusableBundle, extract
-from dayzero.submission.findings import Finding, by_cause, short
+from dayzero.submission.findings import Finding, Group, grouped, short
 
 FAMILIES = (
     manifest.CHECKS,
@@ -78,6 +78,7 @@ class Report:
     unusable: str = ""
     cell_findings: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = ()  # what could not be checked (no finding), e.g. a kind without peak figures
+    groups: tuple[Group, ...] = ()  # the findings, each cause with those that may follow from it
 
     @property
     def verdict(self) -> str:
@@ -94,8 +95,11 @@ class Report:
         return EXIT[self.verdict]
 
     def lines(self) -> list[str]:
+        """One line per finding; those that may follow from a cause folded (indented) under it."""
         if self.unusable:
             return [f"{escape(Path(self.bundle).name)}: unusable: {escape(self.unusable)}"]
+        if self.groups:
+            return [line for g in self.groups for line in g.lines()]
         return [f.line() for f in self.findings]
 
     def summary(self) -> str:
@@ -133,8 +137,10 @@ class Report:
             out += ["", "## Not checked", ""] + [f"- {md(n)}" for n in self.notes]
         if self.findings:
             out += ["", "## Findings", "", "| file | requirement | found | expected |", "|---|---|---|---|"]
+            follows = {f for g in self.groups for f in g.consequences}  # marked as following the cause above
             out += [
-                f"| `{code(f.file or '<bundle>')}` | {md(f.requirement)} | {md(f.found)} | {md(f.expected)} |"
+                f"| `{code(f.file or '<bundle>')}` | {'↳ ' if f in follows else ''}{md(f.requirement)} "
+                f"| {md(f.found)} | {md(f.expected)} |"
                 for f in self.findings
             ]
         out.append("")
@@ -196,8 +202,9 @@ def run_checks(
         from dayzero.submission.identity import replays
 
         findings += replays(subject, subject.vendor, load_index(Path(reports_dir)))
-    findings = by_cause(findings)
     owner = cell_of_file(subject)
+    groups = grouped(findings, owner)
+    findings = [f for g in groups for f in (g.cause, *g.consequences)]
     cells = tuple(completeness.claimed_cells(subject))
     signed = not any(f.requirement.startswith("signature.") for f in findings)
     report = Report(
@@ -211,6 +218,7 @@ def run_checks(
         harness=describe_harness(subject),
         cell_findings=tuple((c, sum(1 for f in findings if owner.get(f.file) == c)) for c in cells),
         notes=tuple(physics.not_checked(subject, ref)),
+        groups=tuple(groups),
     )
     return report, subject
 

@@ -162,9 +162,21 @@ def _after_tar(tar: tarfile.TarFile) -> list[Finding]:
     return []
 
 
+def not_a_bundle(folder: Path) -> str:
+    """What a directory given for a bundle is, and what to check instead."""
+    pack = "dayzero submission pack --vendor V --key KEY -o BUNDLE.tar.gz"
+    if not any(folder.iterdir()):
+        return f"{folder}: an empty directory, not a bundle: check the .tar.gz that `{pack}` wrote"
+    if (folder / "evidence").is_dir():
+        return f"{folder}: a reports directory, not a bundle: pack it first (`{pack} --reports {folder}`)"
+    return f"{folder}: a directory, not a bundle: check the .tar.gz that `{pack}` wrote"
+
+
 def extract(path: Path, dest: Path, limits: Limits = DEFAULT_LIMITS) -> tuple[Bundle, list[Finding]]:
     """Extract into the empty directory `dest`; hostile members are findings and are never written."""
     path, dest = Path(path), Path(dest)
+    if path.is_dir():
+        raise UnusableBundle(not_a_bundle(path))
     if not path.is_file():
         raise UnusableBundle(f"{path}: no such file")
     with path.open("rb") as f:
