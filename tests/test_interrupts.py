@@ -14,6 +14,7 @@ import random
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -193,9 +194,11 @@ def _stub_run(root: Path) -> list[str]:
 def test_sigint_at_any_instant_ends_the_run_interrupted(tmp_path):
     """Sweep the instant across a stub cell's phases (lease, preflight, launch, readiness, probes,
     load, teardown, evidence): the run always ends interrupted (never exit 0 or 1), the cell is never
-    reported failed, and neither its server nor its lease is left behind."""
+    reported failed, and neither its server nor its lease is left behind. The twelve instants run
+    in two lanes side by side, each with a stub port of its own (half the wall time)."""
     card = stub_card(model="sweep")
-    port = card["recipe"]["port"] = random.randint(20000, 29000)  # ours alone: other runs use the stub too
+    ports = random.sample(range(20000, 29000), 2)  # ours alone: other runs use the stub too
+    card["recipe"]["port"] = ports[0]
     stub_matrix(tmp_path, card)
     stub_inventory(tmp_path, ttft=0.05, slots=1)
     t0 = time.monotonic()
@@ -203,16 +206,23 @@ def test_sigint_at_any_instant_ends_the_run_interrupted(tmp_path):
     assert code == 0, out[-3000:]
     whole = time.monotonic() - t0
     offsets = [round(whole * k / 12, 2) for k in range(12)]
-    for offset in offsets:
-        root = tmp_path / f"at-{offset}"
-        root.mkdir()
-        stub_matrix(root, card)
-        stub_inventory(root, ttft=0.05, slots=1)
-        code, out, sent = run_interrupted(_stub_run(root), offset)
-        assert_ended_interrupted(root / "reports", code, out, sent, f"{offset}s after the lease")
-        left = processes_matching(str(root)) + processes_matching(f"--port {port} ")
-        assert not left, f"SIGINT at {offset}s left processes behind: {left}"
-        assert not list((root / "work" / "leases").glob("slot-*")), f"SIGINT at {offset}s left a lease"
+
+    def lane(port: int, offsets: list[float]) -> None:
+        for offset in offsets:
+            root = tmp_path / f"at-{offset}"
+            root.mkdir()
+            stub_matrix(root, {**card, "recipe": {**card["recipe"], "port": port}})
+            stub_inventory(root, ttft=0.05, slots=1)
+            code, out, sent = run_interrupted(_stub_run(root), offset)
+            assert_ended_interrupted(root / "reports", code, out, sent, f"{offset}s after the lease")
+            left = processes_matching(f"{root}/") + processes_matching(f"--port {port} ")
+            assert not left, f"SIGINT at {offset}s left processes behind: {left}"
+            assert not list((root / "work" / "leases").glob("slot-*")), f"SIGINT at {offset}s left a lease"
+
+    with ThreadPoolExecutor(2) as pool:
+        lanes = [pool.submit(lane, port, offsets[i::2]) for i, port in enumerate(ports)]
+        for done in lanes:
+            done.result()
 
 
 SWALLOWS = """
