@@ -28,6 +28,8 @@ from dayzero.spec.recipe import render
 from . import container_image
 from .conftest import fake_card, one_card_context
 
+pytestmark = pytest.mark.e2e  # real podman and llama-server: the e2e tier
+
 VERSION = 'cat "$(dirname "$(command -v llama-server)")/../SOURCE"; llama-server --version 2>&1 | head -1'
 
 

@@ -15,6 +15,8 @@ from dayzero.spec.inventory import SlurmHardware, load_inventory
 from .conftest import REPO
 from .slurm_bed import slurm_bed  # noqa: F401 - fixture
 
+pytestmark = pytest.mark.e2e  # a real Slurm: the e2e tier
+
 GPU = SlurmHardware("h200", gres="gpu:h200:2", accelerators=2)
 
 

@@ -18,6 +18,8 @@ from devlab import slurm as devslurm  # noqa: E402 - tools/ is on sys.path (conf
 from .conftest import REPO
 from .slurm_bed import slurm_bed, slurm_lock  # noqa: F401 - fixtures
 
+pytestmark = pytest.mark.e2e  # a real Slurm: the e2e tier
+
 
 def test_started_cluster_is_idle_with_gres_and_writes_an_inventory(slurm_bed):  # noqa: F811
     bed = slurm_bed

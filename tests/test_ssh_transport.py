@@ -33,6 +33,8 @@ if not os.path.exists(testbed.SSHD):
         pytest.fail(testbed.INSTALL_HINT, pytrace=False)
     pytest.skip(testbed.INSTALL_HINT, allow_module_level=True)
 
+pytestmark = pytest.mark.e2e  # real sshd: the e2e tier
+
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
