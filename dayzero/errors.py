@@ -47,6 +47,12 @@ class HostKeyError(InfrastructureError):
     """A host's key is unknown or changed: a person must verify it, so waiting cannot help."""
 
 
+class HostUnreachable(InfrastructureError):
+    """A host did not answer its transport within the connect timeout: connection refused, a name
+    that does not resolve, no answer, no key accepted. It is quarantined for the run and its cells
+    are broken at once: waiting the lease wait for a dead host only turned a dead lab into hours."""
+
+
 class CommandTimeout(InfrastructureError):
     """A command on a host ran past its wall-clock deadline."""
 

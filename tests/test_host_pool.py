@@ -111,3 +111,21 @@ def test_a_ctrl_c_while_leases_are_released_still_releases_every_lease(pool, int
     assert len(calls) == 2
     assert leased(p) == (["slot-0"] if interrupts == 2 else []), "h1's lease is released whatever"
     assert not held.keeper._thread.is_alive()
+
+
+def test_a_cell_whose_hosts_are_all_quarantined_is_broken_at_once_not_after_the_lease_wait(pool, tmp_path):
+    """A host quarantined by one cell (its engine missing) is never waited for by the next:
+    the next cell of its hardware is broken at once with the same line, though the lease wait
+    is long (the run's next cell waited more than 14 minutes for such a host)."""
+    import time
+
+    p, _ = pool(1, unfit=("h0",))
+    with pytest.raises(InfrastructureError) as first:
+        p.acquire("m/cpu/low/base", CPU, 1, "sh", "echo 1")
+    patient = HostPool(p.inventory, tmp_path / "quarantine", "run-1", lease_wait=600, say=lambda m: None)
+    t0 = time.monotonic()
+    with pytest.raises(InfrastructureError) as second:
+        patient.acquire("m/cpu/high/base", CPU, 1, "sh", "echo 1")
+    assert time.monotonic() - t0 < 30, "waited for a quarantined host"
+    assert str(second.value) == str(first.value), "one line for every cell of the hardware"
+    assert "quarantined for run run-1: h0: engine sh not usable" in str(second.value)

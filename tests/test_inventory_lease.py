@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -123,6 +124,7 @@ def test_all_or_none_and_bounded_wait(hosts):
             on_wait=waits.append,
         )
     assert waits and "waits for 2 free host(s)" in waits[0]
+    assert re.search(r"h1: held by \S+@\S+ pid \d+ \(run other, worker w, cell c\)", waits[0]), waits[0]
     # h0 was not kept while waiting: another cell can take it right now
     assert try_acquire(transports["h0"], "third", "c", "w").slot == 0
     release(transports["h0"], type(blocker)(h0, 0, "third", f"{h0.workdir}/leases/slot-0"))

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dayzero.errors import HostKeyError, InfrastructureError
+from dayzero.errors import HostKeyError, HostUnreachable, InfrastructureError
 from dayzero.lab.transport import Transport
 from dayzero.spec.inventory import Host
 from dayzero.spec.shell import quote
@@ -135,8 +135,29 @@ def try_acquire(transport: Transport, run_id: str, cell_id: str, worker: str, tt
     if out.startswith("LEASED"):
         slot = int(out.split()[1])
         return Lease(host, slot, run_id, f"{lease_base(host)}/slot-{slot}", int(ttl))
-    holders = [line for line in out.splitlines()[1:] if line.strip()]
+    holders = [holder(line) for line in out.splitlines()[1:] if line.strip()]
     return "; ".join(holders) or "busy"
+
+
+def holder(owner_json: str) -> str:
+    """Who holds a slot, from its owner file: whom to ask, and which run and cell it is for."""
+    try:
+        record = json.loads(owner_json)
+    except ValueError:
+        return f"held ({owner_json.strip()[:200]})"
+    if not isinstance(record, dict):
+        return f"held ({owner_json.strip()[:200]})"
+    who = record.get("owner", "someone")
+    pid = f" pid {record['pid']}" if "pid" in record else ""
+    return (
+        f"held by {who}{pid} (run {record.get('run_id', '?')}, worker {record.get('worker', '?')}, "
+        f"cell {record.get('cell', '?')})"
+    )
+
+
+class TooFewHosts(InfrastructureError):
+    """Fewer hosts than a cell needs are left to lease (the others quarantined): waiting cannot
+    bring them back, so the cell is broken at once."""
 
 
 def _drop_claim(transport: Transport, token: str) -> None:
@@ -194,11 +215,16 @@ def acquire_all(
     on_wait: Callable[[str], None] = lambda message: None,
     skip: Callable[[Host], bool] = lambda host: False,
     ttl: int = DEFAULT_TTL,
+    on_unreachable: Callable[[Host, HostUnreachable], None] | None = None,
 ) -> list[Lease]:
-    """Lease `needed` hosts among `candidates`, all or none, waiting up to `wait` seconds."""
+    """Lease `needed` hosts among `candidates`, all or none, waiting up to `wait` seconds for hosts
+    someone else holds. A host that cannot be reached goes to `on_unreachable` (which should make
+    `skip` true of it) and is never waited for; without one, the cell breaks at once. Fewer hosts
+    left than `needed` (the others skipped) is `TooFewHosts`, at once."""
     deadline = time.monotonic() + wait
     announced = 0.0
     while True:
+        _enough_left(candidates, needed, skip, cell_id)
         held: list[Lease] = []
         busy: list[str] = []
         try:
@@ -211,8 +237,13 @@ def acquire_all(
                     got = try_acquire(connect(host), run_id, cell_id, worker, ttl)
                 except HostKeyError:  # a person must look at it: waiting would only retry it for hours
                     raise
-                except InfrastructureError as exc:
-                    busy.append(f"{host.name}: unreachable ({exc})")
+                except HostUnreachable as exc:  # dead for this run: never waited for
+                    if on_unreachable is None:
+                        raise
+                    on_unreachable(host, exc)
+                    continue
+                except InfrastructureError as exc:  # e.g. a host not dialled again for a while yet
+                    busy.append(f"{host.name}: {exc}")
                     continue
                 if isinstance(got, Lease):
                     held.append(got)
@@ -227,6 +258,7 @@ def acquire_all(
             return held
         for lease in held:  # all or none: never wait while holding a host
             release(connect(lease.host), lease)
+        _enough_left(candidates, needed, skip, cell_id)
         if time.monotonic() >= deadline:
             raise InfrastructureError(
                 f"no {needed} free host(s) for {cell_id} within {wait:.0f}s; " + " | ".join(busy)
@@ -235,3 +267,9 @@ def acquire_all(
             announced = time.monotonic()
             on_wait(f"{cell_id} waits for {needed} free host(s): " + " | ".join(busy))
         time.sleep(random.uniform(0.5, 2.0))
+
+
+def _enough_left(candidates: Sequence[Host], needed: int, skip: Callable[[Host], bool], cell_id: str) -> None:
+    left = [h for h in candidates if not skip(h)]
+    if len(left) < needed:
+        raise TooFewHosts(f"{cell_id}: needs {needed} host(s), {len(left)} left to lease")

@@ -2,8 +2,10 @@
 
 A strategy step in labgrid's sense: a cell asks for N hosts of its hardware and gets leases on
 N hosts that passed preflight just now, or an `InfrastructureError` naming every quarantined
-host and why. A host that fails preflight is quarantined for the rest of the run (a file under
-the run's folder, so every xdist worker of the run skips it) and another host is tried.
+host and why. A host that fails preflight, or does not answer within the connect timeout
+(`HostUnreachable`), is quarantined for the rest of the run (a file under the run's folder, so
+every xdist worker of the run skips it) and another host is tried; only hosts someone else
+holds are waited for (`lease_wait`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from pathlib import Path
 
 from dayzero.clock import now_iso
 from dayzero.errors import InfrastructureError
-from dayzero.lab.lease import DEFAULT_TTL, Lease, LeaseKeeper, acquire_all, release
+from dayzero.lab.lease import DEFAULT_TTL, Lease, LeaseKeeper, TooFewHosts, acquire_all, release
 from dayzero.lab.preflight import HostFacts, gather
 from dayzero.lab.presence import RoleCheck
-from dayzero.lab.transport import Transport, open_transport
+from dayzero.lab.transport import CONNECT_TIMEOUT_S, Transport, open_transport
 from dayzero.spec.card import ModelFile
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Hardware
@@ -87,13 +89,14 @@ class HostPool:
     worker: str = "master"
     lease_wait: float = 1800.0
     ttl: int = DEFAULT_TTL
+    connect_timeout: float = CONNECT_TIMEOUT_S
     say: Callable[[str], None] = print
     transports: dict[str, Transport] = field(default_factory=dict)
     facts: dict[str, HostFacts] = field(default_factory=dict)  # "<host>:<engine>" -> last preflight
 
     def transport(self, host: Host) -> Transport:
         if host.name not in self.transports:
-            self.transports[host.name] = open_transport(host, self.inventory)
+            self.transports[host.name] = open_transport(host, self.inventory, self.connect_timeout)
         return self.transports[host.name]
 
     def close(self) -> None:
@@ -172,18 +175,22 @@ class HostPool:
         """
         candidates = self.candidates(hardware.name)
         while True:
-            leases = acquire_all(
-                candidates,
-                needed,
-                self.transport,
-                run_id=self.run_id,
-                cell_id=cell_id,
-                worker=self.worker,
-                wait=self.lease_wait,
-                on_wait=self.say,
-                skip=lambda h: h.name in self.quarantined(),
-                ttl=int(self.ttl),
-            )
+            try:
+                leases = acquire_all(
+                    candidates,
+                    needed,
+                    self.transport,
+                    run_id=self.run_id,
+                    cell_id=cell_id,
+                    worker=self.worker,
+                    wait=self.lease_wait,
+                    on_wait=self.say,
+                    skip=lambda h: h.name in self.quarantined(),
+                    ttl=int(self.ttl),
+                    on_unreachable=lambda host, exc: self.quarantine(host, str(exc)),
+                )
+            except TooFewHosts:
+                raise InfrastructureError(self.too_few(candidates, needed, hardware.name)) from None
             held = Held(leases, LeaseKeeper(leases, self.transport), acquired="")
             try:
                 held.keeper.__enter__()
@@ -206,13 +213,21 @@ class HostPool:
             self._let_go(held)
             for host, facts in unfit:
                 self.quarantine(host, "; ".join(facts.problems))
-            left = [h for h in candidates if h.name not in self.quarantined()]
-            if len(left) < needed:
-                details = " | ".join(f"{name}: {why}" for name, why in self.quarantined().items())
-                raise InfrastructureError(
-                    f"{cell_id}: needs {needed} healthy {hardware.name} host(s), {len(left)} left after "
-                    f"preflight; quarantined: {details}"
-                )
+
+    def too_few(self, candidates: Sequence[Host], needed: int, hardware: str) -> str:
+        """Why a cell gets no hosts: each of its quarantined candidates and why (one line, the
+        same for every cell of the hardware, so a run's summary groups them)."""
+        quarantined = self.quarantined()
+        left = [h for h in candidates if h.name not in quarantined]
+        details = " | ".join(
+            why if why.startswith(f"{h.name} ") else f"{h.name}: {why}"  # an unreachable host names itself
+            for h in candidates
+            if (why := quarantined.get(h.name))
+        )
+        return (
+            f"needs {needed} healthy {hardware} host(s), {len(left)} left; "
+            f"quarantined for run {self.run_id}: {details}"
+        )
 
     def _let_go(self, held: Held) -> None:
         """Stop touching and remove every lease (`let_go_all`)."""

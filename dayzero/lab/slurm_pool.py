@@ -180,7 +180,7 @@ class SlurmPool:
     @property
     def slurm(self) -> Slurm:
         if self._login is None:
-            self._login = open_transport(self.cluster.login, self.hosts.inventory)
+            self._login = open_transport(self.cluster.login, self.hosts.inventory, self.hosts.connect_timeout)
         return Slurm(self.cluster, self._login)
 
     def serves(self, hardware: str) -> bool:
@@ -301,7 +301,7 @@ class SlurmPool:
         file is touched while the cell runs (the heartbeat the job's watchdog watches)."""
         holder = replace(self.cluster.login, slots=self.cluster.max_jobs, workdir=self._jobs_dir())
         if self._holder is None:  # the lease script reads the slot count off its transport's host
-            self._holder = open_transport(holder, self.hosts.inventory)
+            self._holder = open_transport(holder, self.hosts.inventory, self.hosts.connect_timeout)
         login = self._holder
         pool = self.hosts
         (slot,) = acquire_all(

@@ -57,6 +57,7 @@ def run_context(config: pytest.Config, worker: str) -> RunContext:
         worker=worker,
         ready_deadline=config.getoption("dayzero_ready_deadline"),
         lease_wait=config.getoption("dayzero_lease_wait"),
+        connect_timeout=config.getoption("dayzero_connect_timeout"),
         heartbeat_timeout=config.getoption("dayzero_heartbeat_timeout"),
         say=Progress(progress_log(reports, run_id), worker, _terminal(config, worker)),
     )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dayzero.lab.transport import CONNECT_TIMEOUT_S, CONNECT_TRIES
 from dayzero.report import nightly
 from dayzero.report.acceptance import DEFAULT_MAX_AGE_DAYS
 
@@ -84,7 +85,19 @@ OPTIONS: tuple[tuple[str, str, dict], ...] = (
         {
             "type": float,
             "default": 1800.0,
-            "help": "seconds a cell waits for a free matching host (default: 1800)",
+            "help": "seconds a cell waits for a matching host that another run or worker holds (the wait "
+            "names the holder); a host that does not answer is quarantined, never waited for (default: 1800)",
+        },
+    ),
+    (
+        "--connect-timeout",
+        "dayzero_connect_timeout",
+        {
+            "type": float,
+            "default": CONNECT_TIMEOUT_S,
+            "help": "seconds a host has to answer SSH (a refused or unresolved host is tried up to "
+            f"{CONNECT_TRIES} times within them); a host that does not is quarantined for the run and "
+            f"its cells are broken as a lab fault (default: {CONNECT_TIMEOUT_S:g})",
         },
     ),
     (

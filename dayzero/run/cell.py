@@ -36,7 +36,7 @@ from dayzero.lab.pool import Held, HostPool, NoHost, no_host_reason
 from dayzero.lab.preflight import HostFacts
 from dayzero.lab.presence import role_checks
 from dayzero.lab.slurm_pool import SlurmPool
-from dayzero.lab.transport import Transport, network_address
+from dayzero.lab.transport import CONNECT_TIMEOUT_S, Transport, network_address
 from dayzero.redact import redact, redact_file
 from dayzero.report.allure_cell import attach_story
 from dayzero.run import plan, records
@@ -65,6 +65,7 @@ class RunContext:
     worker: str = "master"
     ready_deadline: float | None = None  # every card's; None: each card's own (`ready_deadline`)
     lease_wait: float = 1800.0
+    connect_timeout: float = CONNECT_TIMEOUT_S
     heartbeat_timeout: float = 120.0
     say: Callable[[str], None] = print
     transports: dict[str, Transport] = field(default_factory=dict)
@@ -86,6 +87,7 @@ class RunContext:
             worker=self.worker,
             lease_wait=self.lease_wait,
             ttl=int(self.heartbeat_timeout),
+            connect_timeout=self.connect_timeout,
             say=self.say,
             transports=self.transports,
             facts=self.facts,

@@ -5,17 +5,33 @@ from __future__ import annotations
 from dayzero.lab.transport.base import CommandResult, RemoteProcess, Transport
 from dayzero.spec.inventory import Host, Inventory
 
-__all__ = ["CommandResult", "RemoteProcess", "Transport", "network_address", "open_transport"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "CONNECT_TRIES",
+    "CommandResult",
+    "RemoteProcess",
+    "Transport",
+    "network_address",
+    "open_transport",
+]
+
+# Seconds a host has to answer before it is unreachable (`--connect-timeout`). A host refused or
+# unresolved is dialled up to CONNECT_TRIES times, all within them (`ssh.pool`): a host rebooting
+# or a resolver blip is not a dead host.
+CONNECT_TIMEOUT_S = 15.0
+CONNECT_TRIES = 3
 
 
-def open_transport(host: Host, inventory: Inventory | None = None) -> Transport:
+def open_transport(
+    host: Host, inventory: Inventory | None = None, connect_timeout: float = CONNECT_TIMEOUT_S
+) -> Transport:
     if host.transport == "local":
         from dayzero.lab.transport.local import LocalTransport
 
         return LocalTransport(host)
     from dayzero.lab.transport.ssh import SSHTransport
 
-    return SSHTransport(host, inventory)
+    return SSHTransport(host, inventory, connect_timeout)
 
 
 def network_address(host: Host, inventory: Inventory | None = None) -> str:

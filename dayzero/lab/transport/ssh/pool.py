@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import paramiko
 
-from dayzero.errors import InfrastructureError
+from dayzero.errors import HostUnreachable, InfrastructureError
+from dayzero.lab.transport import CONNECT_TIMEOUT_S, CONNECT_TRIES
 from dayzero.lab.transport.ssh.config import SshTarget
 from dayzero.lab.transport.ssh.hostkeys import Trust, TrustPolicy, changed_key_error
 
@@ -33,7 +34,9 @@ KEEPALIVE_S = 5
 # after TCP's ~15 minutes of retransmissions. paramiko's keepalive wants no reply: alone it only
 # gives TCP something to retransmit.
 DEAD_AFTER_S = 20
-CONNECT_TIMEOUT_S = 15.0
+# Tries of a dial (CONNECT_TRIES) are this far apart; a host that still does not answer is
+# HostUnreachable, and the host pool quarantines it for the run.
+RETRY_PAUSE_S = 1.0
 # A host that fell silent mid-command is not dialled again for this long: the cell's teardown
 # (kill, log copy, lease release: each a reconnect that would wait CONNECT_TIMEOUT_S) fails at
 # once, and the host's watchdog stops what runs there once its lease goes stale.
@@ -75,7 +78,7 @@ class _Pool:
         if conn is not None:
             conn.client.close()
 
-    def get(self, target: SshTarget, trust: Trust) -> Connection:
+    def get(self, target: SshTarget, trust: Trust, connect_timeout: float = CONNECT_TIMEOUT_S) -> Connection:
         key = (target, trust)
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
@@ -91,7 +94,7 @@ class _Pool:
             if conn is not None:
                 log.info("%s: connection lost, reconnecting", target.describe())
                 conn.client.close()
-            conn = _connect(target, trust, self)
+            conn = _connect(target, trust, self, connect_timeout)
             with self._lock:
                 self._connections.pop(key, None)
                 self._connections[key] = conn  # after its jumps, so close_all closes it first
@@ -122,18 +125,16 @@ def close_all() -> None:
     POOL.close_all()
 
 
-def _tunnel(target: SshTarget, trust: Trust, pool: _Pool) -> paramiko.Channel:
+def _tunnel(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> paramiko.Channel:
     """A `direct-tcpip` channel from the jump host to the target: what OpenSSH's -J does."""
-    hop = pool.get(target.jump, trust)
+    hop = pool.get(target.jump, trust, timeout)
     try:
         return hop.transport.open_channel(
-            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=CONNECT_TIMEOUT_S
+            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=timeout
         )
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        raise InfrastructureError(
-            f"{target.describe()}: jump host {target.jump.label} could not open a tunnel to "
-            f"{target.hostname}:{target.port}: {exc or type(exc).__name__}"
-        ) from None
+        why = f"jump host {target.jump.label} could not open a tunnel to {target.hostname}:{target.port}"
+        raise _unreachable(target.describe(), f"{why}: {exc or type(exc).__name__}", True) from None
 
 
 def _client(target: SshTarget, trust: Trust) -> paramiko.SSHClient:
@@ -149,10 +150,68 @@ def _client(target: SshTarget, trust: Trust) -> paramiko.SSHClient:
     return client
 
 
-def _connect(target: SshTarget, trust: Trust, pool: _Pool) -> Connection:
-    sock = _tunnel(target, trust, pool) if target.jump is not None else None
+def unreachable_cause(
+    exc: BaseException, hostname: str, port: int, timeout: float, took: float = 0.0
+) -> tuple[str, bool]:
+    """Why a dial failed, in words a lab engineer can act on, and whether another try may help
+    (refused, unresolved: a host rebooting; no answer used the time up already). An SSH error
+    after `took` seconds, near all of `timeout`, is a port that took the connection and never
+    spoke SSH (paramiko says "No existing session" then). Pure."""
+    if isinstance(exc, socket.gaierror):
+        return f"name {hostname!r} does not resolve ({exc.strerror or exc})", True
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        errors = list(exc.errors.values())
+        if errors and all(isinstance(e, ConnectionRefusedError) for e in errors):
+            return f"connection refused on port {port} (no sshd listening)", True
+        return "; ".join(sorted({e.strerror or str(e) for e in errors})) or str(exc), True
+    if isinstance(exc, ConnectionRefusedError):
+        return f"connection refused on port {port} (no sshd listening)", True
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g}s", False
+    if isinstance(exc, paramiko.SSHException) and ("banner" in str(exc) or took >= 0.9 * timeout):
+        return f"no SSH answer within {timeout:g}s (the port takes connections; nothing speaks SSH)", False
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror, True
+    return str(exc) or type(exc).__name__, True
+
+
+def _connect(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> Connection:
+    """Dial the target: up to CONNECT_TRIES tries, all within `timeout` seconds; HostUnreachable
+    names the host and the cause of the last one."""
+    started = time.monotonic()
+    deadline = started + timeout
+    for tries in range(1, CONNECT_TRIES + 1):
+        try:
+            return _dial(target, trust, pool, max(deadline - time.monotonic(), 0.1))
+        except HostUnreachable as exc:
+            retry = getattr(exc, "retry", False)
+            if not retry or tries == CONNECT_TRIES or deadline - time.monotonic() < RETRY_PAUSE_S:
+                took, word = time.monotonic() - started, "try" if tries == 1 else "tries"
+                raise HostUnreachable(f"{exc} ({tries} {word} in {took:.0f}s)") from None
+        time.sleep(RETRY_PAUSE_S)
+    raise AssertionError("not reached")  # pragma: no cover
+
+
+def _unreachable(where: str, cause: str, retry: bool) -> HostUnreachable:
+    exc = HostUnreachable(f"{where}: cannot connect: {cause}")
+    exc.retry = retry  # type: ignore[attr-defined] - read by _connect only
+    return exc
+
+
+def _socket(target: SshTarget, timeout: float) -> socket.socket:
+    """The TCP connection, made here rather than by paramiko: its errors say what went wrong
+    (paramiko's say "[Errno None] Unable to connect")."""
+    try:
+        return socket.create_connection((target.hostname, target.port), timeout=timeout)
+    except OSError as exc:  # a name that does not resolve, refused, no answer, no route
+        why = unreachable_cause(exc, target.hostname, target.port, timeout)
+        raise _unreachable(target.describe(), *why) from None
+
+
+def _dial(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> Connection:
+    started, where = time.monotonic(), target.describe()
     client = _client(target, trust)
-    where = target.describe()
+    sock = _tunnel(target, trust, pool, timeout) if target.jump is not None else _socket(target, timeout)
     try:
         client.connect(
             target.hostname,
@@ -161,9 +220,9 @@ def _connect(target: SshTarget, trust: Trust, pool: _Pool) -> Connection:
             key_filename=list(target.identities) or None,
             allow_agent=target.use_agent,
             look_for_keys=not target.identities,
-            timeout=CONNECT_TIMEOUT_S,
-            banner_timeout=CONNECT_TIMEOUT_S,
-            auth_timeout=CONNECT_TIMEOUT_S,
+            timeout=timeout,
+            banner_timeout=timeout,
+            auth_timeout=timeout,
             sock=sock,
         )
     except InfrastructureError:
@@ -175,13 +234,14 @@ def _connect(target: SshTarget, trust: Trust, pool: _Pool) -> Connection:
     except paramiko.AuthenticationException as exc:
         client.close()
         tried = ", ".join([*(f"identity {p}" for p in target.identities), "ssh-agent keys"])
-        raise InfrastructureError(
+        raise HostUnreachable(
             f"{where}: authentication failed ({exc}); the server accepted none of: {tried}. "
             f"Check `identity` (or IdentityFile in ssh config) and the host's authorized_keys."
         ) from None
     except (paramiko.SSHException, OSError, EOFError) as exc:
         client.close()
-        raise InfrastructureError(f"{where}: cannot connect: {exc or type(exc).__name__}") from None
+        why = unreachable_cause(exc, target.hostname, target.port, timeout, time.monotonic() - started)
+        raise _unreachable(where, *why) from None
     transport = client.get_transport()
     transport.set_keepalive(KEEPALIVE_S)
     if isinstance(transport.sock, socket.socket):  # a jump's channel rides on its own socket

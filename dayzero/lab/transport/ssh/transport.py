@@ -52,15 +52,18 @@ TREE_TIMEOUT_S = 1800.0
 class SSHTransport(Transport):
     """Commands on one inventory host over a pooled paramiko connection."""
 
-    def __init__(self, host: Host, inventory: Inventory | None = None):
+    def __init__(
+        self, host: Host, inventory: Inventory | None = None, connect_timeout: float = CONNECT_TIMEOUT_S
+    ):
         self.host = host
         self.target = resolve_target(host, inventory)
         self.trust = Trust.of(inventory)
+        self.connect_timeout = connect_timeout
 
     @property
     def connection(self) -> paramiko.Transport:
         """The shared paramiko Transport of this host, connecting (or reconnecting) if needed."""
-        return POOL.get(self.target, self.trust).transport
+        return POOL.get(self.target, self.trust, self.connect_timeout).transport
 
     def close(self) -> None:
         """Nothing to release per transport: the connection is shared and closed at exit;
@@ -98,7 +101,7 @@ class SSHTransport(Transport):
         """Run `bash -c command` on one channel; returns the exit status (-1: killed by a signal)."""
         deadline = time.monotonic() + timeout
         log.debug("%s: exec (%d chars, timeout %.0fs)", self.host.name, len(command), timeout)
-        conn = POOL.get(self.target, self.trust)
+        conn = POOL.get(self.target, self.trust, self.connect_timeout)
         if not conn.sessions.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
             raise self._timeout(command, timeout, "all sessions of the connection stayed busy", killed=False)
         try:
@@ -177,7 +180,7 @@ class SSHTransport(Transport):
         delay, reconnected = 0.005, False
         while True:
             try:
-                return conn.transport.open_session(timeout=CONNECT_TIMEOUT_S)
+                return conn.transport.open_session(timeout=self.connect_timeout)
             except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
                 why = f"{exc or type(exc).__name__}"
                 if conn.active():
@@ -187,7 +190,7 @@ class SSHTransport(Transport):
                     time.sleep(delay)
                     delay = min(delay * 2, 0.25)
                 elif not reconnected:
-                    conn, reconnected = POOL.get(self.target, self.trust), True
+                    conn, reconnected = POOL.get(self.target, self.trust, self.connect_timeout), True
                 else:
                     raise self._lost(f"cannot open a session: {why}") from None
 
@@ -218,7 +221,7 @@ class SSHTransport(Transport):
     @contextlib.contextmanager
     def _sftp(self, what: str) -> Iterator[paramiko.SFTPClient]:
         """One SFTP session per transfer, closed after it, so it never holds one of MaxSessions."""
-        conn = POOL.get(self.target, self.trust)
+        conn = POOL.get(self.target, self.trust, self.connect_timeout)
         with conn.sessions:
             try:
                 sftp = conn.client.open_sftp()
