@@ -226,3 +226,25 @@ def test_engines_side_by_side_grid_for_a_kind_served_by_two_engines(tmp_path, ma
     assert md.count("## Engines side by side") == 1
     html = write_acceptance(matrix, reports, now=NOW).with_suffix(".html").read_text()
     assert "Engines side by side: smollm2-135m on cpu: llama.cpp vs sglang" in html
+
+
+def test_a_broken_cell_is_broken_never_stale(tmp_path, matrix_dir):
+    """A dead host breaks a cell before its recipe renders: its evidence has no digest. It read
+    "Stale (recipe changed (digest none -> ...); was Broken)"; Broken vouches for nothing, so no
+    change can make it stale, old or not. A failure under another recipe is still Stale."""
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    dead = doc(matrix, LL_BASE, verdict="broken")
+    dead["recipe"]["digest"] = ""
+    dead["error"] = "needs 1 healthy cpu host(s), 0 left; quarantined for run r1: lab2: cannot connect"
+    old = doc(matrix, HT_BASE, verdict="broken", finished=NOW - dt.timedelta(days=90))
+    changed = doc(matrix, LL_NGRAM, verdict="failed", recipe_digest="an-older-recipe")
+    for d in (dead, old, changed):
+        evidence.write(reports, d)
+    md = write_acceptance(matrix, reports, now=NOW)
+    got = md_statuses(md)
+    assert got[LL_BASE] == "Broken" and got[HT_BASE] == "Broken", got
+    assert got[LL_NGRAM] == "Stale"
+    assert html_statuses(md.with_suffix(".html"))[LL_BASE] == "Broken"
+    line = next(x for x in md.read_text().splitlines() if f"`{LL_BASE}`" in x)
+    assert "quarantined" in line and "lab2" in line and "recipe changed" not in line, line

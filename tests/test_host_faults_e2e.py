@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dayzero import exitcodes
 from dayzero.errors import InfrastructureError
 from dayzero.run.cell import run_cell
 from devlab import testbed
@@ -66,7 +67,8 @@ def test_an_engine_that_engine_setup_leaves_off_the_path_is_broken_naming_host_r
         assert "lab1" in doc["error"] and "role server" in doc["error"], doc["error"]
         assert "llama-server" in doc["error"] and "not found" in doc["error"], doc["error"]
         assert not [e for e in doc.get("checks", []) if e.get("verdict") == "failed"]
-        assert result.returncode == 1, out[-2000:]
+        assert result.returncode == exitcodes.LAB_FAULT, out[-2000:]
+        assert "broken: lab fault: " in out and "Traceback" not in out, out[-2000:]
         assert SETUP_SECRET not in out
         assert not files_containing(reports, [SETUP_SECRET])
         assert took < 60, f"took {took:.0f}s"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from dayzero import exitcodes
 from dayzero.lab.pool import HostPool
 from dayzero.lab.slurm import role_script, time_limit_seconds
 from dayzero.lab.slurm_pool import SlurmPool, port_slots
@@ -210,7 +211,7 @@ def _wait_progress(reports: Path, needle: str, proc: subprocess.Popen, timeout: 
 
 def _ends_broken(proc: subprocess.Popen, reports: Path, timeout: float = 180) -> dict:
     out, _ = proc.communicate(timeout=timeout)
-    assert proc.returncode == 1, out[-3000:]
+    assert proc.returncode == exitcodes.LAB_FAULT, out[-3000:]
     (doc,) = _evidence(reports)
     assert doc["verdict"] == "broken", doc["error"]
     assert _categories(reports) == {"infrastructure"}, out[-3000:]

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from dayzero.run.tally import ERROR, FAILED, PASSED, SKIPPED, UNSUPPORTED, WOULD_RUN, cell_outcome, tally
+from dayzero import exitcodes
+from dayzero.run.tally import (
+    BROKEN,
+    ERROR,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    UNSUPPORTED,
+    WOULD_RUN,
+    cell_outcome,
+    exit_status,
+    tally,
+)
 
 NO_B300 = "no host with hardware 'b300' in inventory hosts/local.yaml"
 
@@ -68,3 +80,50 @@ def test_a_cell_set_up_whose_call_never_reported_was_interrupted_not_passed():
     assert cell_outcome(outcome, "teardown", "passed", "") == (INTERRUPTED, "")
     t = tally([outcome], "i", "m")
     assert t.summary()[0] == "1 of 1 selected cells ran (1 interrupted)"
+
+
+DEAD = "needs 1 healthy b300 host(s), 0 left; quarantined for run r: b300-01: cannot connect: no answer"
+
+
+def test_lab_faults_are_listed_apart_once_per_cause_naming_the_cells():
+    """A dead host breaks every cell of its hardware with one line: listed once, cells named."""
+    cells = [f"m/b300/ll/s{i}" for i in range(7)] + ["m/cpu/ll/a", "m/cpu/ll/b"]
+    outcomes = [(BROKEN, DEAD)] * 7 + [(PASSED, ""), (BROKEN, "lab1: host contended: load 3.0 on 2 cores")]
+    t = tally(outcomes, "lab.yaml", "matrix", cells=cells)
+    assert t.summary()[0] == "9 of 9 selected cells ran (8 broken, 1 passed)"
+    assert t.lab_fault_lines() == [
+        f"broken: lab fault: {DEAD}",
+        "  7 cell(s): m/b300/ll/s0, m/b300/ll/s1, m/b300/ll/s2, m/b300/ll/s3, m/b300/ll/s4 and 2 more",
+        "broken: lab fault: lab1: host contended: load 3.0 on 2 cores",
+        "  1 cell(s): m/cpu/ll/b",
+    ]
+    assert t.summary()[-4:] == t.lab_fault_lines()
+    assert not [line for line in t.summary() if "Traceback" in line or ".py" in line]
+    assert tally([(PASSED, "")], "i", "m").lab_fault_lines() == []
+
+
+def test_a_lab_fault_breaks_a_cell_unless_it_already_failed_as_a_product():
+    assert cell_outcome(None, "call", "failed", "", DEAD) == (BROKEN, DEAD)
+    setup = cell_outcome(None, "setup", "passed", "")
+    broken = cell_outcome(setup, "call", "failed", "", DEAD)
+    assert broken == (BROKEN, DEAD)
+    assert cell_outcome(broken, "teardown", "passed", "") == (BROKEN, DEAD)
+    assert cell_outcome(None, "setup", "failed", "", DEAD) == (BROKEN, DEAD), "a lab fault in setup too"
+    failed = cell_outcome(setup, "call", "failed", "")
+    assert cell_outcome(failed, "teardown", "failed", "", DEAD) == (FAILED, ""), "the product failure stays"
+
+
+def test_exit_status_tells_lab_faults_from_product_failures():
+    pytest_failed = exitcodes.TESTS_FAILED
+    assert exit_status(pytest_failed, product_failures=0, lab_faults=3) == exitcodes.LAB_FAULT == 6
+    assert exit_status(pytest_failed, product_failures=1, lab_faults=3) == 1, "a product failure anywhere"
+    assert exit_status(pytest_failed, product_failures=1, lab_faults=0) == 1
+    for status in (0, 2, 3, 4, 5):  # passed, interrupted, internal error, usage error, empty
+        assert exit_status(status, product_failures=0, lab_faults=2) == status
+
+
+def test_every_run_status_has_one_name_and_a_meaning():
+    codes = [code for code, _ in exitcodes.EXIT_STATUSES.values()]
+    assert sorted(codes) == list(range(7)) and len(set(codes)) == len(codes)
+    assert all(meaning for _, meaning in exitcodes.EXIT_STATUSES.values())
+    assert exitcodes.EXIT_STATUSES["LAB_FAULT"][0] == exitcodes.LAB_FAULT

@@ -2,8 +2,9 @@
 
 Thin on purpose (labgrid's rule): `hooks` holds options, markers, parametrization and end-of-run
 glue, `fixtures` the run's context and the cell run, `crash` the controller's answer to a worker
-that died mid-cell, `tally` the run's count of its cells and the exit status of a run that
-tested nothing; everything they do is a library call.
+that died mid-cell, `labfault` a cell the lab broke reported as such, `tally` the run's count of
+its cells and the exit status of a run that tested nothing or met only lab faults; everything
+they do is a library call.
 """
 
 from dayzero.plugin.early import pytest_load_initial_conftests
@@ -20,6 +21,7 @@ from dayzero.plugin.hooks import (
     pytest_sessionfinish,
     pytest_xdist_auto_num_workers,
 )
+from dayzero.plugin.labfault import pytest_report_teststatus, pytest_runtest_makereport
 
 __all__ = [
     "dayzero_baseline",
@@ -32,6 +34,8 @@ __all__ = [
     "pytest_generate_tests",
     "pytest_load_initial_conftests",
     "pytest_report_header",
+    "pytest_report_teststatus",
+    "pytest_runtest_makereport",
     "pytest_runtestloop",
     "pytest_sessionfinish",
     "pytest_xdist_auto_num_workers",

@@ -1,19 +1,21 @@
 """The controller's tally of the selected cells, its terminal summary, and the exit status of a
-run that tested nothing (`dayzero.run.tally`).
+run that tested nothing or was only broken by its lab (`dayzero.run.tally`).
 
 Glue only: `pytest_configure` registers `CellTally` on the controller of a run of the suites
 (xdist's workers send it their reports). A run in which no selected cell ran exits 5 (pytest's
-"no tests ran") with one line saying why, unless `--allow-empty`; a dry run is tallied from its
-plan (`dayzero.run.preview.no_run`), `--collect-only` keeps pytest's own status.
+"no tests ran") with one line saying why, unless `--allow-empty`; a run whose only failures are
+lab faults (`dayzero.plugin.labfault`) exits 6 (`exitcodes.LAB_FAULT`); a dry run is tallied
+from its plan (`dayzero.run.preview.no_run`), `--collect-only` keeps pytest's own status.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from dayzero.plugin.labfault import lab_fault_of
 from dayzero.plugin.options import option_path
 from dayzero.run.preview import no_run
-from dayzero.run.tally import SKIPPED, UNSUPPORTED, WOULD_RUN, Tally, cell_outcome, tally
+from dayzero.run.tally import SKIPPED, UNSUPPORTED, WOULD_RUN, Tally, cell_outcome, exit_status, tally
 from dayzero.spec.inventory import Inventory
 from dayzero.spec.matrix import Cell, Matrix
 
@@ -44,6 +46,8 @@ class CellTally:
         self.inventory = inventory
         self.cells = {c.id: c for c in matrix.cells}
         self.outcomes: dict[str, tuple[str, str]] = {}
+        self.product_failures = 0  # failed reports of any test that are not lab faults
+        self.lab_faults = 0
         self.result: Tally | None = None
 
     def _cell(self, nodeid: str) -> Cell | None:
@@ -51,6 +55,10 @@ class CellTally:
         return self.cells.get(param[:-1]) if head and param.endswith("]") else None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        fault = lab_fault_of(report)
+        if report.failed:
+            self.lab_faults += bool(fault)
+            self.product_failures += not fault
         cell = self._cell(report.nodeid)
         if cell is None:
             return
@@ -58,7 +66,9 @@ class CellTally:
             self.outcomes[cell.id] = (UNSUPPORTED, "")
             return
         previous = self.outcomes.get(cell.id)
-        self.outcomes[cell.id] = cell_outcome(previous, report.when, report.outcome, _skip_reason(report))
+        self.outcomes[cell.id] = cell_outcome(
+            previous, report.when, report.outcome, _skip_reason(report), fault
+        )
 
     def _planned(self, session: pytest.Session) -> list[tuple[str, str]]:
         """A dry run's outcomes: what each selected cell would do."""
@@ -92,7 +102,9 @@ class CellTally:
             str(option_path(config, "dayzero_hosts")),
             str(option_path(config, "dayzero_matrix")),
             dry_run=dry_run,
+            cells=() if dry_run else list(self.outcomes),
         )
+        session.exitstatus = exit_status(session.exitstatus, self.product_failures, self.lab_faults)
         if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             return  # failed or interrupted already says it
         if self.result.empty:
@@ -103,7 +115,8 @@ class CellTally:
         if result is None:
             return
         for line in result.summary():
-            terminalreporter.write_line(f"[dayzero] {line}")
+            fault = line.startswith(("broken: ", "  "))
+            terminalreporter.write_line(f"[dayzero] {line}", yellow=fault, bold=line.startswith("broken: "))
         if result.empty:
             allowed = " (allowed: --allow-empty)" if self.config.getoption("dayzero_allow_empty") else ""
             terminalreporter.write_line(result.why_empty() + allowed, red=not allowed, bold=True)

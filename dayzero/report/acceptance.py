@@ -6,7 +6,9 @@ No status is typed by hand. The badges mean what the cookbook's mean:
   Only evidence earns it: a dayzero run here, or a vendor's submission the checker accepted,
   shown "Verified (vendor)" on the vendor's word alone and "Verified (reproduced)" once a second
   party matched it (`dayzero.report.reproduction`).
-- **Failed** / **Broken**: the latest evidence failed (product) or broke (lab fault).
+- **Failed** / **Broken**: the latest evidence failed (product) or broke (lab fault). Broken is
+  never Stale: it vouches for nothing, and a cell broken before its recipe rendered (a dead
+  host) has no digest to compare.
 - **Stale**: there is evidence, but it no longer vouches for the cell: the recipe digest changed
   since the run, the engine version changed since the run, or the run is older than the age
   window (`max_age_days`, default 30). A rerun turns it back into Verified or Failed.
@@ -195,12 +197,16 @@ def row_for(
         flags += f"; {said}"
     answered = tuple(claims_table.rows_of(doc))
     accepted = tuple(accepted_table.accepted_of(doc))
-    reasons = stale_reasons(
-        doc,
-        digest(matrix.card(cell), cell),
-        current_engine,
-        now or dt.datetime.now(dt.UTC),
-        max_age_days,
+    reasons = (
+        []
+        if status == "Broken"
+        else stale_reasons(
+            doc,
+            digest(matrix.card(cell), cell),
+            current_engine,
+            now or dt.datetime.now(dt.UTC),
+            max_age_days,
+        )
     )
     if reasons:
         return Row(

@@ -1,4 +1,4 @@
-"""What became of a run's selected cells, and whether the run tested anything at all.
+"""What became of a run's selected cells, whether the run tested anything at all, and its exit status.
 
 A nightly job that forgets its inventory (or names one without the hardware it selects) skips
 every cell; pytest calls that a success. A scheduler must see it: a run in which no selected
@@ -6,7 +6,11 @@ cell ran is *empty*, and the plugin ends it non-zero with `why_empty`'s one line
 user asked for it (`--allow-empty`). A dry run is tallied from its plan: a cell it would run
 counts as run, so a dry run is empty exactly when the real run would be.
 
-Pure: outcomes in, counts and lines out.
+A cell the lab broke (`BROKEN`: a host unreachable, an engine missing) is not a product failure:
+the summary lists lab faults apart, grouped by cause, and a run whose only faults are the lab's
+exits `exitcodes.LAB_FAULT` (`exit_status`).
+
+Pure: outcomes in, counts, lines and a status out.
 """
 
 from __future__ import annotations
@@ -15,10 +19,15 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from dayzero import exitcodes
+
 PASSED, FAILED, ERROR = "passed", "failed", "error"  # cells that ran (error: broken in setup or teardown)
+BROKEN = "broken"  # a lab fault (InfrastructureError): its reason is the fault's one line
 INTERRUPTED = "interrupted"  # set up, its call never reported: the run ended (Ctrl-C) mid-cell
 SKIPPED, UNSUPPORTED = "skipped", "unsupported"
-RAN = (PASSED, FAILED, ERROR, INTERRUPTED)
+RAN = (PASSED, FAILED, ERROR, BROKEN, INTERRUPTED)
+LAB_FAULT_LINE = "broken: lab fault: "
+CELLS_NAMED = 5  # cells named under each lab fault; the rest are counted
 WOULD_RUN = "would run"  # a dry run's cell with host(s) to run on
 
 
@@ -32,6 +41,7 @@ class Tally:
     skipped: Mapping[str, int] = field(default_factory=dict)
     unsupported: int = 0
     dry_run: bool = False
+    lab_faults: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (why, the cells it broke), most first
 
     @property
     def cells_ran(self) -> int:
@@ -69,6 +79,18 @@ class Tally:
         ]
         lines.append(f"{self.unsupported} unsupported")
         lines.append(f"inventory {self.inventory}; matrix {self.matrix}")
+        return lines + self.lab_fault_lines()
+
+    def lab_fault_lines(self) -> list[str]:
+        """Each lab fault once, with the cells it broke: a dead host breaks every cell of its
+        hardware with the same line."""
+        lines = []
+        for why, cells in self.lab_faults:
+            named = [c for c in cells if c]
+            more = f" and {len(named) - CELLS_NAMED} more" if len(named) > CELLS_NAMED else ""
+            names = f": {', '.join(named[:CELLS_NAMED])}{more}" if named else ""
+            lines.append(LAB_FAULT_LINE + why)
+            lines.append(f"  {len(cells)} cell(s){names}")
         return lines
 
 
@@ -76,9 +98,26 @@ def _most_first(item: tuple[str, int]) -> tuple[int, str]:
     return (-item[1], item[0])
 
 
-def tally(outcomes: Iterable[tuple[str, str]], inventory: str, matrix: str, dry_run: bool = False) -> Tally:
-    """Count one (outcome, skip reason) per cell: an outcome of `RAN`, `WOULD_RUN`, `SKIPPED`
-    (with its reason) or `UNSUPPORTED`."""
+def tally(
+    outcomes: Iterable[tuple[str, str]],
+    inventory: str,
+    matrix: str,
+    dry_run: bool = False,
+    cells: Iterable[str] = (),
+) -> Tally:
+    """Count one (outcome, reason) per cell: an outcome of `RAN` (`BROKEN` with its lab fault),
+    `WOULD_RUN`, `SKIPPED` (with its reason) or `UNSUPPORTED`. `cells`, where given, are the
+    outcomes' cell ids, in the same order: the lab faults name them."""
+    outcomes = list(outcomes)
+    ids = list(cells) or [""] * len(outcomes)
+    broken: dict[str, list[str]] = {}
+    for (outcome, why), cell in zip(outcomes, ids, strict=True):
+        if outcome == BROKEN:
+            broken.setdefault(why or "no reason given", []).append(cell)
+    faults = tuple(
+        (why, tuple(sorted(cells_of)))
+        for why, cells_of in sorted(broken.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    )
     ran: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     unsupported = 0
@@ -89,12 +128,27 @@ def tally(outcomes: Iterable[tuple[str, str]], inventory: str, matrix: str, dry_
             skipped[reason or "no reason given"] += 1
         else:
             ran[outcome] += 1
-    return Tally(inventory, matrix, dict(ran), dict(skipped), unsupported, dry_run)
+    return Tally(inventory, matrix, dict(ran), dict(skipped), unsupported, dry_run, faults)
 
 
-def cell_outcome(previous: tuple[str, str] | None, when: str, outcome: str, reason: str) -> tuple[str, str]:
+def exit_status(status: int, product_failures: int, lab_faults: int) -> int:
+    """The run's exit status: pytest's `status`, except that a run whose failed reports are all
+    lab faults (at least one) exits `exitcodes.LAB_FAULT`; a product failure anywhere keeps
+    pytest's TESTS_FAILED."""
+    if status == exitcodes.TESTS_FAILED and lab_faults and not product_failures:
+        return exitcodes.LAB_FAULT
+    return status
+
+
+def cell_outcome(
+    previous: tuple[str, str] | None, when: str, outcome: str, reason: str, lab_fault: str = ""
+) -> tuple[str, str]:
     """A cell's outcome after one more of its test reports (setup, call, teardown): a skip or a
-    failure is kept over the passes around it; an error in setup or teardown is an `ERROR`."""
+    failure is kept over the passes around it; an error in setup or teardown is an `ERROR`; a
+    report that failed by a lab fault (`lab_fault`: its line) is `BROKEN`, unless the cell
+    already failed or erred otherwise."""
+    if outcome == "failed" and lab_fault:
+        return previous if previous is not None and previous[0] in (FAILED, ERROR) else (BROKEN, lab_fault)
     if outcome == "failed" and when != "call":
         return (ERROR, "")
     if previous is not None and previous[0] not in (PASSED, INTERRUPTED):

@@ -1,0 +1,220 @@
+"""Dead hosts in minutes, not hours: a host that refuses SSH, a name that does not resolve, a port
+that takes connections and never speaks. Each is quarantined for the run within the connect
+timeout, its cells are Broken (lab fault) naming the host and the cause, the live host's cells
+run over the real sshd (tools/testbed) and pass, and the run exits 6 (`exitcodes.LAB_FAULT`),
+not 1. Only hosts someone else holds are waited for, and the wait names who holds them.
+
+The cells are the stub engine's (tests/stub_cells): the faults are the lab's, not an engine's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import paramiko
+import pytest
+import yaml
+
+from dayzero import exitcodes
+from dayzero.errors import InfrastructureError
+from dayzero.lab.pool import HostPool
+from dayzero.lab.transport.ssh.pool import unreachable_cause
+from dayzero.spec.inventory import load_inventory
+from dayzero.spec.matrix import load_matrix
+from devlab import testbed
+
+from .conftest import REPO
+from .stub_cells import stub_card, stub_matrix
+from .test_acceptance import md_statuses
+
+CONNECT_TIMEOUT = 5
+UNRESOLVED = "b300-01.dayzero.invalid"  # .invalid never resolves (RFC 6761)
+
+
+# -- the causes, in words (pure) ------------------------------------------------------------------
+
+
+def test_why_a_dial_failed_is_said_in_words_with_whether_to_try_again():
+    refused = paramiko.ssh_exception.NoValidConnectionsError(
+        {("127.0.0.9", 2201): ConnectionRefusedError(111, "Connection refused")}
+    )
+    assert unreachable_cause(refused, "127.0.0.9", 2201, 5) == (
+        "connection refused on port 2201 (no sshd listening)",
+        True,
+    )
+    why, again = unreachable_cause(socket.gaierror(-2, "Name or service not known"), UNRESOLVED, 22, 5)
+    assert why == f"name '{UNRESOLVED}' does not resolve (Name or service not known)" and again
+    assert unreachable_cause(TimeoutError("timed out"), "h", 22, 5) == ("no answer within 5s", False)
+    banner = paramiko.SSHException("Error reading SSH protocol banner")
+    why, again = unreachable_cause(banner, "h", 22, 7.5)
+    assert why.startswith("no SSH answer within 7.5s") and not again
+    late = paramiko.SSHException("No existing session")  # paramiko's words once the banner wait ran out
+    assert unreachable_cause(late, "h", 22, 5, took=5.01)[0].startswith("no SSH answer within 5s")
+    assert unreachable_cause(late, "h", 22, 5, took=0.2) == ("No existing session", True)
+    assert "None" not in unreachable_cause(OSError(113, "No route to host"), "h", 22, 5)[0]
+
+
+# -- over the real sshd -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dead_lab(tmp_path_factory):
+    """Two testbed hosts, lab2's sshd stopped; a socket that takes connections and never answers.
+    Yields (bed, silent port)."""
+    bed = testbed.start(2, tmp_path_factory.mktemp("bed"), port=testbed.free_port(2))
+    silent = socket.socket()
+    try:
+        os.kill(bed.pid("lab2"), signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while bed.pid("lab2") is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert bed.pid("lab2") is None, "lab2's sshd did not stop"
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # the kernel completes the handshake; nothing ever speaks SSH on it
+        yield bed, silent.getsockname()[1]
+    finally:
+        silent.close()
+        bed.stop()
+
+
+def dead_inventory(bed, silent_port: int, path: Path) -> Path:
+    """lab2 (sshd stopped) before lab1 (live) for cpu; two b300 hosts: a name that does not
+    resolve, and the silent port."""
+    data = yaml.safe_load(bed.inventory.read_text())
+    data["known_hosts"] = str(bed.known_hosts)
+    lab1, lab2 = data["hosts"]["lab1"], data["hosts"]["lab2"]
+    like = {k: lab1[k] for k in ("transport", "user", "identity")}
+    work = bed.directory / "work"
+    data["hosts"] = {
+        "lab2": lab2,
+        "lab1": lab1,
+        "b300-01": {**like, "address": UNRESOLVED, "hardware": "b300", "workdir": str(work / "b1")},
+        "b300-02": {
+            **like,
+            "address": "127.0.0.1",
+            "port": silent_port,
+            "hardware": "b300",
+            "workdir": str(work / "b2"),
+        },
+    }
+    for host in data["hosts"].values():  # the stub engine's time to first token
+        host["vars"] = {**host.get("vars", {}), "ttft": "0.05"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def sixteen_cells(root: Path) -> Path:
+    """A stub card of 16 cells: 2 on cpu (lab1 runs them), 14 on b300 (no live host)."""
+    card = stub_card(model="lab")
+    card["engine"]["bind"] = "{host}"  # the testbed host's own address, where its client calls
+    serve = card["recipe"]["command"]
+    card["recipe"]["command"] = [*serve[:3], "--host", "{bind}", *serve[3:]]
+    card["recipe"]["port"] = testbed.free_port(1) + 100
+    card["hardware"] = {"cpu": {"nodes": 1}, "b300": {"nodes": 1}}
+    card["strategies"] = {"baseline": {}, **{f"s{i}": {} for i in range(1, 7)}}
+    card["cells"] = [
+        {"hardware": ["cpu"], "modes": ["low_latency", "high_throughput"], "strategies": ["baseline"]},
+        {
+            "hardware": ["b300"],
+            "modes": ["low_latency", "high_throughput"],
+            "strategies": list(card["strategies"]),
+        },
+    ]
+    return stub_matrix(root, card)
+
+
+@pytest.mark.e2e
+def test_a_run_over_three_dead_hosts_ends_in_minutes_with_its_cells_broken_and_exit_6(dead_lab, tmp_path):
+    bed, silent_port = dead_lab
+    mdir = sixteen_cells(tmp_path)
+    inv = dead_inventory(bed, silent_port, tmp_path / "lab.yaml")
+    reports = tmp_path / "reports"
+    t0 = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-m", "cpu or b300", f"--matrix={mdir}",
+         "--hosts", str(inv), f"--reports={reports}", f"--connect-timeout={CONNECT_TIMEOUT}"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    out = result.stdout + result.stderr
+    print(f"16 cells over 3 dead hosts and 1 live one: {took:.0f}s, exit {result.returncode}")
+    assert result.returncode == exitcodes.LAB_FAULT == 6, out[-4000:]
+    assert re.search(r"\b2 passed, 14 broken\b", out), out[-3000:]
+    assert took < 180, f"took {took:.0f}s"
+
+    # quarantined for the run, each naming its cause, within the connect timeout (its own clock)
+    quarantined = {p.stem: p.read_text() for p in reports.glob("runs/*/quarantine/*.txt")}
+    assert sorted(quarantined) == ["b300-01", "b300-02", "lab2"], out[-3000:]
+    assert "connection refused on port" in quarantined["lab2"], quarantined
+    assert f"name '{UNRESOLVED}' does not resolve" in quarantined["b300-01"], quarantined
+    assert f"no SSH answer within {CONNECT_TIMEOUT}" in quarantined["b300-02"], quarantined
+    for host, why in quarantined.items():
+        spent = int(re.search(r"\((\d) tr(?:y|ies) in (\d+)s\)", why).group(2))
+        assert spent <= CONNECT_TIMEOUT + 1, (host, why)
+
+    # the terminal: lab faults apart, once per cause, no traceback through the library's source
+    line = next(x for x in out.splitlines() if x.startswith("[dayzero] broken: lab fault: "))
+    assert "needs 1 healthy b300 host(s), 0 left" in line and "b300-01" in line and "b300-02" in line
+    assert "[dayzero]   14 cell(s): lab/b300/" in out, out[-3000:]
+    assert "Traceback" not in out and "lease.py" not in out and "def acquire" not in out, out[-4000:]
+
+    docs = [json.loads(p.read_text()) for p in (reports / "evidence").glob("*.json")]
+    assert len(docs) == 16
+    passed = [d for d in docs if d["verdict"] == "passed"]
+    assert sorted(d["hardware"] for d in passed) == ["cpu", "cpu"]
+    assert all([h["name"] for h in d["hosts"]] == ["lab1"] for d in passed), "the live host ran them"
+    for doc in (d for d in docs if d["verdict"] != "passed"):
+        assert doc["verdict"] == "broken" and doc["hardware"] == "b300", doc["cell"]
+        assert "does not resolve" in doc["error"] and "no SSH answer" in doc["error"], doc["error"]
+
+    statuses = md_statuses(reports / "acceptance.md")
+    b300 = {cell: status for cell, status in statuses.items() if "/b300/" in cell}
+    assert len(b300) == 14 and set(b300.values()) == {"Broken"}, statuses
+    assert not list((bed.directory / "work" / "lab1" / "leases").glob("slot-*")), "lease left on lab1"
+
+
+@pytest.mark.e2e
+def test_the_lease_wait_waits_only_for_a_live_host_someone_else_holds_and_names_them(dead_lab, tmp_path):
+    """lab2 (sshd stopped) is quarantined, never waited for; lab1 is held by another run: the cell
+    waits the lease wait for lab1 alone, then is broken naming who holds it."""
+    bed, silent_port = dead_lab
+    inv = load_inventory(
+        dead_inventory(bed, silent_port, tmp_path / "lab.yaml"), set(load_matrix(REPO / "matrix").hardware)
+    )
+    slot = bed.directory / "work" / "lab1" / "leases" / "slot-0"
+    slot.mkdir(parents=True)
+    holder = {
+        "owner": "alice@bench-7",
+        "pid": 4242,
+        "run_id": "other-run",
+        "worker": "gw3",
+        "cell": "x/cpu/a/b",
+    }
+    (slot / "owner.json").write_text(json.dumps({**holder, "ttl": 600}))
+    said: list[str] = []
+    pool = HostPool(
+        inv, tmp_path / "quarantine", "run-1", lease_wait=3, connect_timeout=CONNECT_TIMEOUT, say=said.append
+    )
+    cpu = load_matrix(REPO / "matrix").hardware["cpu"]
+    try:
+        with pytest.raises(InfrastructureError) as err:
+            pool.acquire("m/cpu/low_latency/baseline", cpu, 1, "stub", "echo stub 1.0")
+    finally:
+        pool.close()
+        slot.joinpath("owner.json").unlink()
+        slot.rmdir()
+    message = str(err.value)
+    assert (
+        "within 3s" in message
+        and "lab1: held by alice@bench-7 pid 4242 (run other-run, worker gw3" in message
+    )
+    assert "lab2" not in message, "a dead host is not among those waited for"
+    assert "connection refused" in pool.quarantined()["lab2"]
