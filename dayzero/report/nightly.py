@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dayzero import atomic, evidence
+from dayzero import atomic, evidence, exitcodes
 from dayzero.clock import moment
 
 DEFAULT_BAND_PCT = 10.0
@@ -324,6 +324,6 @@ def run_nightly(args) -> int:
         latest.symlink_to(Path(NIGHTS) / stamp)
     if code == 5:
         print("[nightly] no cell ran (pytest exit 5): nothing selected or no host for them", file=sys.stderr)
-    if result["regressions"] and code == 0:
-        code = 1  # the live check in the plugin fails regressed cells; this keeps the rule without it
+    if result["regressions"] and code in (exitcodes.OK, exitcodes.LAB_FAULT):
+        code = exitcodes.TESTS_FAILED  # the plugin fails regressed cells live; this keeps the rule without it
     return code
