@@ -193,3 +193,8 @@ def one_card_context(tmp_path: Path, card: dict, host: dict, name: str = "local"
         new_run_id(),
         **options,
     )
+
+
+# Shared by every module that needs them, once per session (beds.py reads this module lazily).
+from .beds import lab3, llama_cells, ssh_lab  # noqa: E402, F401
+from .slurm_bed import slurm_cluster  # noqa: E402, F401

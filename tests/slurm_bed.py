@@ -1,4 +1,4 @@
-"""Fixtures for tests against a real Slurm (tools/devlab/slurm.py): the e2e lock and a running cluster.
+"""Fixtures for tests against a real Slurm (tools/devlab/slurm.py): the e2e lock and the session's cluster.
 
 Without slurmctld the tests skip with a reason, except under CI (tools/setup installs it there).
 Starting daemons is serialized with the other end-to-end tests through /tmp/dayzero-e2e.lock, which
@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from devlab import slurm as devslurm  # tools/ is on sys.path (conftest)
+
+from .shared_bed import Shared, lend
 
 LOCK = "/tmp/dayzero-e2e.lock"
 _held = 0  # depth of e2e_lock() in this process: flock on a second open file would wait on ourselves
@@ -81,9 +83,39 @@ def slurm_lock():
         yield
 
 
-@pytest.fixture(scope="module")
-def slurm_bed(tmp_path_factory):
-    """Two slurmd nodes (n1, n2, gres gpu:h200:2 each) for the tests of one module."""
+def unhealthy(bed: devslurm.SlurmBed) -> list[str]:
+    """Why the cluster cannot serve the next test as a fresh one would ([] when it can)."""
+    down = [f"{name} not running" for name, pid in bed.pids().items() if pid is None]
+    nodes = bed.sinfo()
+    busy = [f"{n} {nodes.get(n, 'unknown')}" for n in bed.nodes if nodes.get(n) != "idle"]
+    return down + busy + [f"job {j}" for j in bed.jobs()] + [f"slurmstepd {p}" for p in bed.stepds()]
+
+
+def _start(directory: Path) -> devslurm.SlurmBed:
+    """Two slurmd nodes (n1, n2, gres gpu:h200:2 each) whose inventory runs the cached llama-server."""
+    from devlab.testbed import engine_defaults
+
+    setup, variables = engine_defaults()
+    return devslurm.start(2, directory, engine_setup=setup, variables=variables)
+
+
+GRACE = 45.0  # s Slurm may take to end a finished test's steps (it ends them asynchronously)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """The Slurm testbed shared by every module that needs one (its holder: `.bed` is the bed now)."""
+    shared = Shared(tmp_path_factory.mktemp("slurm"), _start, devslurm.SlurmBed.stop)
+    try:
+        yield shared
+    finally:
+        with e2e_lock():
+            shared.stop()
+
+
+@pytest.fixture
+def slurm_bed(slurm_cluster):
+    """The shared cluster for one test, under the e2e lock: checked after it (a test that leaves
+    it unhealthy fails alone, and the cluster is replaced for the next one)."""
     require_slurm()
-    with e2e_lock(), devslurm.start(2, tmp_path_factory.mktemp("slurm")) as bed:
-        yield bed
+    yield from lend(slurm_cluster, unhealthy, lock=e2e_lock, grace=GRACE, what="Slurm testbed")

@@ -1,6 +1,7 @@
 """The lab path over real OpenSSH: cpu cells on loopback sshd hosts, in parallel, with faults.
 
-`devlab.testbed` (tools/) starts real `sshd` processes on 127.0.0.2.. (lab3 reachable only through lab1);
+`devlab.testbed` (tools/) starts real `sshd` processes on 127.0.0.2.. (lab3 reachable only through lab1),
+once per session for this module and test_multihost_e2e (tests/beds.py);
 the cells run the real llama-server on them through the paramiko transport. Each host binds its
 own loopback address, so the hosts' servers never share a port.
 """
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 from datetime import datetime
+from itertools import combinations
 from pathlib import Path
 
 import pytest
@@ -25,12 +27,11 @@ import yaml
 
 from dayzero.errors import StillLoading
 from dayzero.evidence import slug
-from dayzero.lab.cache import engines_venv, model_path, server_binary
 from dayzero.run.cell import RunContext, new_run_id, run_cell
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
-from devlab import testbed
 
+from .beds import live_leases
 from .conftest import REPO, fake_card, needs_engine, processes_matching, write_yaml
 
 pytestmark = [pytest.mark.e2e, needs_engine]
@@ -45,20 +46,10 @@ def quick_matrix(tmp_path_factory) -> Path:
     return relaxed_matrix(tmp_path_factory.mktemp("quick") / "matrix")
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    bed = testbed.start(
-        3,
-        tmp_path_factory.mktemp("lab"),
-        port=2322,
-        # llama-server, then the engines venv (SGLang and its router), as tools/testbed sets them
-        engine_setup=f'export PATH="{server_binary().parent}:{engines_venv() / "bin"}:$PATH"',
-        variables={"model_root": str(model_path().parent)},
-    )
-    try:
-        yield bed
-    finally:
-        bed.stop()
+@pytest.fixture
+def lab(lab3):
+    """The session's 3-host testbed (tests/beds.py), shared with test_multihost_e2e; checked after each."""
+    return lab3
 
 
 def inventory_with(bed, path: Path, cpu_hosts: set[str]) -> Path:
@@ -84,9 +75,13 @@ def evidence(reports: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((reports / "evidence").glob("*.json"))]
 
 
-def window(doc: dict) -> tuple[float, float]:
-    """When the cell held its host: the lease, not the cell's run (which includes waiting for it)."""
-    lease = doc["hosts"][0]["lease"]
+HOSTS = ("lab1", "lab2", "lab3")
+
+
+def window(host: dict) -> tuple[float, float]:
+    """When a cell held a host (one of its evidence's `hosts`): the lease, not the cell's run
+    (which includes waiting for it)."""
+    lease = host["lease"]
     return (
         datetime.fromisoformat(lease["acquired"]).timestamp(),
         datetime.fromisoformat(lease["released"]).timestamp(),
@@ -126,33 +121,28 @@ def measuring_on(reports: Path, host: str, timeout: float = 600) -> str:
     return victim
 
 
-def test_cpu_cells_over_ssh_in_parallel_on_two_hosts(lab, quick_matrix, tmp_path):
-    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
-    reports = tmp_path / "reports"
-    result = subprocess.run(
-        pytest_cmd(quick_matrix, "-m", ONE_HOST, "-n", "2", f"--hosts={inv}", f"--reports={reports}", "-rA"),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert result.returncode == 0, result.stdout[-4000:]
-    docs = evidence(reports)
-    assert len(docs) == 4 and all(d["verdict"] == "passed" for d in docs)
-    used = {d["hosts"][0]["name"] for d in docs}
-    assert used == {"lab1", "lab2"}
-    for d in docs:
+def test_one_host_cpu_cells_over_ssh_run_in_parallel_each_host_one_cell_at_a_time(lab, llama_cells):
+    """The four one-host llama.cpp cells of the session's run over the three hosts (`llama_cells`,
+    tests/beds.py, which test_multihost_e2e judges for the cells across hosts): each passed, its
+    server ran on the host that leased it, bound to that host's address; two hosts were busy at
+    once; no host ever ran two cells at once (the two-host cells' leases included)."""
+    assert llama_cells.result.returncode == 0, llama_cells.result.stdout[-4000:]
+    docs = evidence(llama_cells.reports)
+    one_host = [d for d in docs if len(d["hosts"]) == 1]
+    assert len(one_host) == 4 and all(d["verdict"] == "passed" for d in one_host)
+    for d in one_host:
         (launch,) = d["recipe"]["launches"]
         assert launch["host"] == d["hosts"][0]["name"], "the server ran on the host that leased it"
         address = lab.host(launch["host"]).address
         assert f"--host {address}" in launch["command"]
-    by_host = {h: [window(d) for d in docs if d["hosts"][0]["name"] == h] for h in used}
-    overlap = any(a0 < b1 and b0 < a1 for a0, a1 in by_host["lab1"] for b0, b1 in by_host["lab2"])
-    assert overlap, "both hosts were busy at once"
-    for h in used:  # one host never ran two cells at once
-        spans = sorted(by_host[h])
-        assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1))
-    assert not servers_on("127.0.0.2") and not servers_on("127.0.0.3")
+    alone = {h: [window(d["hosts"][0]) for d in one_host if d["hosts"][0]["name"] == h] for h in HOSTS}
+    overlap = any(
+        a0 < b1 and b0 < a1 for x, y in combinations(HOSTS, 2) for a0, a1 in alone[x] for b0, b1 in alone[y]
+    )
+    assert overlap, f"two hosts busy at once: {alone}"
+    for h in HOSTS:  # one host never ran two cells at once (the two-host cells' leases included)
+        spans = sorted(window(x) for d in docs for x in d["hosts"] if x["name"] == h)
+        assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1)), (h, spans)
 
 
 def test_hidden_host_behind_the_jump_host(lab, quick_matrix, tmp_path):
@@ -308,37 +298,6 @@ def test_interrupting_a_parallel_run_leaves_nothing_on_any_host(lab, quick_matri
         while live_leases(leases) and time.monotonic() < deadline:
             time.sleep(2)
         assert not live_leases(leases), f"live lease left on {host}"
-
-
-def live_leases(leases: Path) -> list[Path]:
-    """Leases still held: released ones are gone, stale ones (untouched past their ttl) are free."""
-    live = []
-    for owner in leases.glob("slot-*/owner.json"):
-        if time.time() - owner.stat().st_mtime <= json.loads(owner.read_text())["ttl"]:
-            live.append(owner.parent)
-    return live
-
-
-def test_two_concurrent_runs_never_share_a_host(lab, quick_matrix, tmp_path):
-    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1"})
-    runs = [tmp_path / "a", tmp_path / "b"]
-    procs = [
-        subprocess.Popen(
-            pytest_cmd(
-                quick_matrix, "-m", "cpu and llama.cpp and low_latency", f"--hosts={inv}", f"--reports={r}"
-            ),
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for r in runs
-    ]
-    outs = [p.communicate(timeout=1500)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), outs
-    spans = sorted(window(d) for r in runs for d in evidence(r))
-    assert len(spans) == 4
-    assert all(spans[i][1] <= spans[i + 1][0] for i in range(3)), f"overlapping cells on lab1: {spans}"
 
 
 def test_ssh_config_alias_as_address_binds_and_serves_on_its_hostname(lab, tmp_path):

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -29,8 +28,8 @@ import yaml
 from dayzero.run.cell import RunContext, new_run_id, run_cell
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
-from devlab import testbed
 
+from .beds import inventory, left_on, nothing_left
 from .conftest import REPO, needs_engine, processes_matching
 from .interrupt_sweep import assert_ended_interrupted, run_interrupted
 from .stub_cells import stub_matrix, stub_pair_card
@@ -50,50 +49,10 @@ def quick_matrix(tmp_path_factory) -> Path:
     return relaxed_matrix(tmp_path_factory.mktemp("quick") / "matrix")
 
 
-@pytest.fixture(scope="module")
-def bed(tmp_path_factory):
-    """Three hosts as `tools/testbed start --hosts 3` makes them (its engine defaults included)."""
-    setup, variables = testbed.engine_defaults()
-    lab = testbed.start(
-        3,
-        tmp_path_factory.mktemp("bed"),
-        port=testbed.free_port(3),
-        engine_setup=setup,
-        variables=variables,
-    )
-    try:
-        yield lab
-    finally:
-        lab.stop()
-
-
-def inventory(lab) -> Path:
-    data = yaml.safe_load(lab.inventory.read_text())
-    data["known_hosts"] = str(lab.known_hosts)
-    path = lab.inventory.with_name("inventory-abs.yaml")
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def left_on(lab) -> list[str]:
-    """What a cell left on any host: processes of its address or workdir, and leases."""
-    left = []
-    for h in lab.hosts:
-        workdir = lab.directory / "work" / h.name
-        left += processes_matching(f"--host {h.address} ")
-        left += [p for p in processes_matching(str(workdir)) if "sshd" not in p]
-        left += [str(p) for p in (workdir / "leases").glob("slot-*")]
-    # SGLang renames its processes (`sglang::scheduler`, `sglang::detokenizer`, the router
-    # `sglang::router`): their command lines, address included, are gone, so they are found by
-    # that name: e2e tests run one at a time, any such process is a cell's.
-    return left + processes_matching("sglang::")
-
-
-def nothing_left(lab, within: float = 30.0) -> list[str]:
-    deadline = time.monotonic() + within
-    while (left := left_on(lab)) and time.monotonic() < deadline:
-        time.sleep(1)
-    return left
+@pytest.fixture
+def bed(lab3):
+    """The session's 3-host testbed (tests/beds.py), shared with test_lab_ssh, checked after each test."""
+    return lab3
 
 
 def evidence(reports: Path) -> dict[str, dict]:
@@ -103,40 +62,6 @@ def evidence(reports: Path) -> dict[str, dict]:
 
 def pytest_cmd(matrix: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", f"--matrix={matrix}", *args]
-
-
-@dataclass(frozen=True)
-class HostsRun:
-    result: subprocess.CompletedProcess
-    reports: Path
-    took: float
-
-
-@pytest.fixture(scope="module")
-def llama_cells(bed, quick_matrix, tmp_path_factory) -> HostsRun:
-    """`pytest -m "cpu and llama.cpp"` over the three hosts, once per module: the cells across
-    hosts (rpc_split, routed) beside the one-host cells. Judged by the test below; packed into a
-    vendor's bundle by the submission tests after it (no engine launched twice)."""
-    reports = tmp_path_factory.mktemp("across") / "reports"
-    t0 = time.monotonic()
-    result = subprocess.run(
-        pytest_cmd(
-            quick_matrix,
-            "-m",
-            "cpu and llama.cpp",
-            "-n",
-            "auto",
-            "--hosts",
-            str(inventory(bed)),
-            f"--reports={reports}",
-            "-rA",
-        ),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    return HostsRun(result, reports, time.monotonic() - t0)
 
 
 def test_every_cpu_cell_across_three_hosts(bed, quick_matrix, llama_cells):
@@ -184,12 +109,12 @@ def test_every_cpu_cell_across_three_hosts(bed, quick_matrix, llama_cells):
 
 
 @pytest.fixture(scope="module")
-def vendor(llama_cells, quick_matrix, tmp_path_factory):
+def vendor(llama_cells, tmp_path_factory):
     """The run above packed by a vendor and checked against the matrix it ran (no new launch)."""
     from .submission_corpus.lab import lab_from_run
 
     assert llama_cells.result.returncode == 0, llama_cells.result.stdout[-4000:]
-    return lab_from_run(tmp_path_factory.mktemp("vendor-across"), llama_cells.reports, quick_matrix)
+    return lab_from_run(tmp_path_factory.mktemp("vendor-across"), llama_cells.reports, llama_cells.matrix)
 
 
 def test_a_vendors_bundle_of_the_cells_across_hosts_is_accepted(vendor):

@@ -25,23 +25,17 @@ from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
 from dayzero.spec.recipe import hosts_needed
 from dayzero.spec.shell import quote
-from devlab import slurm as devslurm  # tools/ is on sys.path (conftest)
-from devlab.testbed import engine_defaults
 
 from .conftest import REPO, needs_engine, run_pytest
-from .slurm_bed import e2e_lock, require_slurm
+from .slurm_bed import slurm_bed  # noqa: F401 - fixture
 
 CELL = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
 
 
-@pytest.fixture(scope="module")
-def bed(tmp_path_factory):
-    """Two slurmd nodes (n1, n2) whose inventory runs the cached llama-server."""
-    require_slurm()
-    setup, variables = engine_defaults()
-    directory = tmp_path_factory.mktemp("slurm")
-    with e2e_lock(), devslurm.start(2, directory, engine_setup=setup, variables=variables) as bed:
-        yield bed
+@pytest.fixture
+def bed(slurm_bed):  # noqa: F811
+    """The session's two slurmd nodes (tests/slurm_bed.py) whose inventory runs the cached llama-server."""
+    return slurm_bed
 
 
 @pytest.fixture(scope="module")
