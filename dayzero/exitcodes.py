@@ -46,6 +46,5 @@ CLI_EXIT_STATUSES: dict[str, tuple[int, str]] = {
     "OK": (0, "done: clean, accepted, written"),
     "FINDINGS": (1, "the verb's answer is no: findings, a refused bundle, an unfit host, a failed check"),
     "BAD_INPUT": (2, "bad input: an unknown argument, or a matrix, inventory or file that does not load"),
-    "CRASHED": (3, "the verb could not finish (submission check or accept crashed; no nightly report)"),
     "INTERRUPTED": (130, "interrupted (Ctrl-C)"),
 }
