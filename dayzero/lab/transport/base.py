@@ -214,16 +214,15 @@ class Transport(abc.ABC):
 
     def exec_failure(self, proc: RemoteProcess) -> int | None:
         """The status of a launch whose program could not be executed (`exec_line`), else None."""
-        try:
-            out = self.run(f"cat {quote(exec_status_path(proc.log_path))} 2>/dev/null", timeout=15).stdout
-        except (InfrastructureError, CommandTimeout):
-            return None
-        return int(out.strip()) if out.strip().isdigit() else None
+        return self._status_file(exec_status_path(proc.log_path))
 
     def exit_status(self, proc: RemoteProcess) -> int | None:
         """The status a finished launch ended with (`exec_line`), None while unknown."""
+        return self._status_file(exit_status_path(proc.log_path))
+
+    def _status_file(self, path: str) -> int | None:
         try:
-            out = self.run(f"cat {quote(exit_status_path(proc.log_path))} 2>/dev/null", timeout=15).stdout
+            out = self.run(f"cat {quote(path)} 2>/dev/null", timeout=15).stdout
         except (InfrastructureError, CommandTimeout):
             return None
         return int(out.strip()) if out.strip().isdigit() else None
