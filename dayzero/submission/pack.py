@@ -125,12 +125,12 @@ def controller_facts() -> dict:
 def local_engine_image(name: str) -> dict:
     """The embedded default's engines are local installs: the llama-server binary's sha256, or the
     engines venv's SGLang RECORD (every installed file's hash), stands in for an image digest."""
-    from dayzero.lab.cache import LLAMA_CPP_PYTHON_VERSION, server_binary, sglang_record
+    from dayzero.lab.cache import LLAMA_CPP_PYTHON_VERSION, isa_level, server_binary, sglang_record
 
     if name == "llama.cpp" and server_binary().exists():
         return {
             "image": "llama-server built by tools/build-engine from llama-cpp-python "
-            + LLAMA_CPP_PYTHON_VERSION,
+            + f"{LLAMA_CPP_PYTHON_VERSION} for {isa_level()}",
             "image_digest": "sha256:" + sha256_file(server_binary()),
         }
     if name == "sglang" and (record := sglang_record()):
