@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import signal
@@ -33,19 +32,6 @@ def pytest_configure(config: pytest.Config) -> None:
     module_times.configure(config)  # the slowest tests and the time per module, in every run
     ci_skips.configure(config)  # under CI, a skip is a failure naming what is missing
     tiers.configure(config)  # the fast tier first, then the e2e tier
-
-
-@pytest.fixture(autouse=True)
-def quick_load_samples(request, monkeypatch):
-    """In the fast tier, a cell run in this process samples its hosts' load every 0.5 s, not 2 s:
-    each phase ends only once the sample under way has (up to its interval: ~1 s a phase, half
-    a stub cell's run), and no fast-tier test is about load (test_hostload calls `sample` itself;
-    the e2e tier keeps the product's interval)."""
-    if request.node.get_closest_marker("e2e") is None:
-        from dayzero.lab import hostload
-
-        quick = functools.partial(hostload.watching_hosts, interval=0.5)
-        monkeypatch.setattr(hostload, "watching_hosts", quick)
 
 
 def write_yaml(path: Path, data) -> Path:

@@ -7,7 +7,9 @@ the harness client (its command line carries `CLIENT_MARK`) and their children, 
 itself are left out; anything else that burns CPU counts, another cell's engine included.
 
 The sampler is stdlib Python run by the host's python (like the client): it reads every
-process's CPU ticks from /proc twice, `interval` seconds apart, and prints one JSON line.
+process's CPU ticks from /proc twice, `interval` seconds apart, and prints one JSON line. It
+also ends, printing nothing, as soon as its stop file appears: the phase it watches has ended,
+and waiting out the interval held the end of every phase for a second on average.
 The bound is a share of the host's cores (`Host.max_foreign_load`; 0 turns the check off).
 On accelerator hosts the vendor tool's compute process list says whether another job holds
 an accelerator (`parse_compute_processes`, checked by preflight).
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +34,7 @@ CLIENT_MARK = "dayzero-client"  # in the client's `python -c` source (dayzero.la
 SAMPLER = r"""
 import json, os, sys, time
 interval, ours, mark = float(sys.argv[1]), {int(g) for g in sys.argv[2].split(",") if g}, sys.argv[3]
+stop = sys.argv[4] if len(sys.argv) > 4 else ""
 def procs():
     out = {}
     for pid in os.listdir("/proc"):
@@ -61,7 +65,11 @@ def excluded(table):
             q, seen = table[q][0], seen + 1
     return mine
 a = procs()
-time.sleep(interval)
+end = time.monotonic() + interval
+while time.monotonic() < end:
+    if stop and os.path.exists(stop):
+        sys.exit(0)
+    time.sleep(min(0.1, max(end - time.monotonic(), 0)))
 b = procs()
 skip = excluded(b) | excluded(a)
 tick = os.sysconf("SC_CLK_TCK")
@@ -108,15 +116,18 @@ class HostLoad:
         }
 
 
-def sample_command(python: str, ours: Iterable[int], interval: float) -> str:
-    """The shell that samples a host's foreign load over `interval` seconds (`SAMPLER`)."""
+def sample_command(python: str, ours: Iterable[int], interval: float, stop: str = "") -> str:
+    """The shell that samples a host's foreign load over `interval` seconds (`SAMPLER`), cut
+    short, with no sample, once the file `stop` exists."""
     groups = ",".join(str(int(g)) for g in ours)
-    return f"{python} -c {quote(SAMPLER)} {interval:g} {quote(groups)} {quote(CLIENT_MARK)}"
+    return f"{python} -c {quote(SAMPLER)} {interval:g} {quote(groups)} {quote(CLIENT_MARK)} {quote(stop)}"
 
 
-def sample(transport: Transport, ours: Iterable[int] = (), interval: float = 2.0) -> HostLoad | None:
+def sample(
+    transport: Transport, ours: Iterable[int] = (), interval: float = 2.0, stop: str = ""
+) -> HostLoad | None:
     """One sample on the host; None when it could not be taken (a lost sample is no verdict)."""
-    command = sample_command(transport.host.python, ours, interval)
+    command = sample_command(transport.host.python, ours, interval, stop)
     try:
         result = transport.run(command, timeout=interval + 30)
         return HostLoad.parse(result.stdout) if result.ok else None
@@ -158,10 +169,11 @@ def watching(transport: Transport, ours: Iterable[int], interval: float = 2.0) -
     samples: list[HostLoad] = []
     stop = threading.Event()
     groups = tuple(ours)
+    stop_file = f"/tmp/dayzero-hostload-{uuid.uuid4().hex}"  # the host's: the sampler ends on it
 
     def loop() -> None:
         while not stop.is_set():
-            if (s := sample(transport, groups, interval)) is not None and not stop.is_set():
+            if (s := sample(transport, groups, interval, stop_file)) is not None and not stop.is_set():
                 samples.append(s)
             elif s is None:
                 stop.wait(interval)
@@ -172,7 +184,15 @@ def watching(transport: Transport, ours: Iterable[int], interval: float = 2.0) -
         yield samples
     finally:
         stop.set()
+        _run_quietly(transport, f"touch {quote(stop_file)}")
         thread.join(interval + 35)
+        _run_quietly(transport, f"rm -f {quote(stop_file)}")
+
+
+def _run_quietly(transport: Transport, command: str) -> None:
+    """A bookkeeping command whose failure changes nothing (the sampler then ends by its interval)."""
+    with contextlib.suppress(InfrastructureError, CommandTimeout):
+        transport.run(command, timeout=15)
 
 
 @contextmanager
