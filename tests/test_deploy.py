@@ -234,8 +234,12 @@ def test_a_launch_the_host_cannot_execute_is_broken(tmp_path, local_inventory, k
     assert not list((tmp_path / "work" / "leases").glob("slot-*")), "lease released"
 
 
-@pytest.mark.parametrize(("sig", "words"), [("ILL", "an instruction this CPU refuses"), ("SEGV", "segmentation")])
-def test_an_engine_killed_by_a_signal_is_reported_with_the_signal_named(tmp_path, local_inventory, sig, words):
+@pytest.mark.parametrize(
+    ("sig", "words"), [("ILL", "an instruction this CPU refuses"), ("SEGV", "segmentation")]
+)
+def test_an_engine_killed_by_a_signal_is_reported_with_the_signal_named(
+    tmp_path, local_inventory, sig, words
+):
     """An engine that dies by a signal writes no line of its own (llama-server built with AMX on
     an AVX2 CPU: SIGILL 0.7 s after launch, empty log): the launch's shell records the status and
     the failure names the signal and what it usually means. A real process, killed by the real

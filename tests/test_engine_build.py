@@ -8,10 +8,10 @@ import shutil
 import subprocess
 
 import pytest
-from devlab.engine_build import cpu_lacks, isa_check, isa_flags, source_text
 
 from dayzero.lab.cache import isa_level, rpc_server_binary, server_binary
 from dayzero.spec.engine_identity import parse
+from devlab.engine_build import cpu_lacks, isa_check, isa_flags, source_text
 
 from .conftest import needs_engine
 
