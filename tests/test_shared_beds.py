@@ -24,7 +24,7 @@ beds.GRACE = 2.0
 """
 
 SUITE = """
-import os, signal, subprocess
+import os, signal, subprocess, time
 
 from tests.beds import unhealthy
 
@@ -41,7 +41,12 @@ def test_second_shares_it(lab3):
 
 
 def test_stops_an_sshd(lab3):
-    os.kill(lab3.pid("lab2"), signal.SIGSTOP)
+    pid = lab3.pid("lab2")
+    os.kill(pid, signal.SIGSTOP)
+    for _ in range(100):  # the stop is asynchronous: return once the kernel shows it
+        if open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0] == "T":
+            break
+        time.sleep(0.05)
 
 
 def test_gets_a_fresh_bed(lab3):
