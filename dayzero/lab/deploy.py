@@ -307,9 +307,12 @@ class Deployment:
 
     def _how(self, s: Started) -> str:
         """', killed by SIGILL: ...' (or ', exit 1') once the launch's shell has recorded how it
-        ended; '' when it could not (the whole group killed, a Slurm step)."""
+        ended; else say that none was: the shell died with its program, which happens when the
+        whole process group is killed from outside (or on a transport that records none)."""
         status = self.transports[s.launch.host].exit_status(s.process)
-        return f", {describe(status)}" if status is not None else ""
+        if status is None:
+            return ", no exit status recorded: its launch shell ended too (its group killed from outside?)"
+        return f", {describe(status)}"
 
     def _unrunnable(self, s: Started) -> None:
         """A launch whose program the host could not execute (exit 126/127) is the lab's fault:
