@@ -129,3 +129,11 @@ def test_a_cell_whose_hosts_are_all_quarantined_is_broken_at_once_not_after_the_
     assert time.monotonic() - t0 < 30, "waited for a quarantined host"
     assert str(second.value) == str(first.value), "one line for every cell of the hardware"
     assert "quarantined for run run-1: h0: engine sh not usable" in str(second.value)
+
+
+def test_a_cell_needing_more_hosts_than_the_inventory_has_says_so_not_quarantine(pool):
+    """No host quarantined, just too few of the kind: the line says the inventory is short
+    (it printed 'quarantined for run ...:' with nothing after it)."""
+    p, _ = pool(1)
+    with pytest.raises(InfrastructureError, match=r"needs 2 cpu host\(s\), the inventory has 1$"):
+        p.acquire("m/cpu/low/base", CPU, 2, "sh", "echo 1")

@@ -224,6 +224,8 @@ class HostPool:
             for h in candidates
             if (why := quarantined.get(h.name))
         )
+        if not details:  # none quarantined: the inventory itself is short of hosts
+            return f"needs {needed} {hardware} host(s), the inventory has {len(candidates)}"
         return (
             f"needs {needed} healthy {hardware} host(s), {len(left)} left; "
             f"quarantined for run {self.run_id}: {details}"
