@@ -52,6 +52,10 @@ class HostUnreachable(InfrastructureError):
     that does not resolve, no answer, no key accepted. It is quarantined for the run and its cells
     are broken at once: waiting the lease wait for a dead host only turned a dead lab into hours."""
 
+    def __init__(self, message: str, retry: bool = False):
+        super().__init__(message)
+        self.retry = retry  # whether another dial may help (refused, unresolved: a host rebooting)
+
 
 class CommandTimeout(InfrastructureError):
     """A command on a host ran past its wall-clock deadline."""

@@ -184,8 +184,7 @@ def _connect(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> Co
         try:
             return _dial(target, trust, pool, max(deadline - time.monotonic(), 0.1))
         except HostUnreachable as exc:
-            retry = getattr(exc, "retry", False)
-            if not retry or tries == CONNECT_TRIES or deadline - time.monotonic() < RETRY_PAUSE_S:
+            if not exc.retry or tries == CONNECT_TRIES or deadline - time.monotonic() < RETRY_PAUSE_S:
                 took, word = time.monotonic() - started, "try" if tries == 1 else "tries"
                 raise HostUnreachable(f"{exc} ({tries} {word} in {took:.0f}s)") from None
         time.sleep(RETRY_PAUSE_S)
@@ -193,9 +192,7 @@ def _connect(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> Co
 
 
 def _unreachable(where: str, cause: str, retry: bool) -> HostUnreachable:
-    exc = HostUnreachable(f"{where}: cannot connect: {cause}")
-    exc.retry = retry  # type: ignore[attr-defined] - read by _connect only
-    return exc
+    return HostUnreachable(f"{where}: cannot connect: {cause}", retry)
 
 
 def _socket(target: SshTarget, timeout: float) -> socket.socket:
