@@ -44,13 +44,18 @@ def lend(
     grace: float,
     what: str,
     broken: Callable[[Bed], list[str]] = lambda bed: [],
+    spent: bool = False,
 ) -> Iterator[Bed]:
     """A function fixture's body: the bed for one test under `lock`, then `grace` s for it to be
     healthy again (none while `broken` says it cannot be); otherwise the bed is stopped (the next
-    test starts a fresh one) and this test fails naming what it left."""
+    test starts a fresh one) and this test fails naming what it left. A test that breaks the bed
+    on purpose (kills its controller) takes it `spent`: the bed is stopped after it, unchecked."""
     with lock():
         bed = shared.bed
         yield bed
+        if spent:
+            shared.stop()
+            return
         deadline = time.monotonic() + grace
         while (left := unhealthy(bed)) and not broken(bed) and time.monotonic() < deadline:
             time.sleep(1)

@@ -119,3 +119,12 @@ def slurm_bed(slurm_cluster):
     it unhealthy fails alone, and the cluster is replaced for the next one)."""
     require_slurm()
     yield from lend(slurm_cluster, unhealthy, lock=e2e_lock, grace=GRACE, what="Slurm testbed")
+
+
+@pytest.fixture
+def spent_slurm_bed(slurm_cluster):
+    """The shared cluster for a test that breaks it on purpose (kills slurmctld): Slurm's steps of
+    such a test may outlive it by minutes (a slurmstepd retrying the controller it lost), so the
+    cluster is replaced after it instead of checked."""
+    require_slurm()
+    yield from lend(slurm_cluster, unhealthy, lock=e2e_lock, grace=GRACE, what="Slurm testbed", spent=True)
