@@ -69,7 +69,8 @@ def test_the_kv_cache_matches_what_sglang_allocated(matrix):
     """SGLang prints K and V in GiB with two decimals (0.09 GB: 0.085-0.095)."""
     log = (DATA / "sglang-0.5.23-cpu.log").read_text()
     m = re.search(
-        r"KV Cache is allocated\. dtype: torch\.(\w+), #tokens: (\d+), K size: ([0-9.]+) GB, V size: ([0-9.]+) GB",
+        r"KV Cache is allocated\. dtype: torch\.(\w+), #tokens: (\d+), "
+        r"K size: ([0-9.]+) GB, V size: ([0-9.]+) GB",
         log,
     )
     tokens, gib = int(m[2]), float(m[3]) + float(m[4])
