@@ -84,7 +84,7 @@ class Sweep:
     def label(self, load: float) -> str:
         """A point's name in record names and checks: c4, q2.5, isl1024."""
         prefix = {"concurrency": "c", "rate": "q", "context": "isl"}[self.kind]
-        return f"{prefix}{load:g}"
+        return f"{prefix}{int(load) if load == int(load) else f'{load:g}'}"  # isl1048320, not isl1.04832e+06
 
 
 def slos(card: ModelCard) -> dict[str, Slo]:
