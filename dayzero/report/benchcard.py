@@ -519,6 +519,8 @@ def to_html(card: BenchCard, pareto: str, context: str) -> str:
             f'<html lang="en"><head><meta charset="utf-8"><title>{escape(title, "html")}</title>',
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:90%}"
             "td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}"
+            "#plan td{text-align:left;vertical-align:top}#plan td.cells{font-size:85%;max-width:28em}"
+            "#plan ul{margin:0;padding-left:1.2em}li[data-measured=yes]{background:#dcfce7}"
             "tr[data-frontier=true]{background:#fef3c7}</style></head><body>",
             f"<h1>{escape(title, 'html')}</h1>",
             *body,

@@ -19,7 +19,6 @@ from dayzero.spec.card import as_names, matches
 from dayzero.spec.sweeps import sweeps_for
 
 NOT_MEASURED = "not measured"
-HEADER = ("sweep", "kind", "workload", "SLO", "cells", "point", "status")
 
 
 @dataclass(frozen=True)
@@ -31,9 +30,6 @@ class PlanRow:
     cells: str
     point: str
     status: str  # "not measured", or what evidence measured there
-
-    def cells_text(self) -> tuple[str, ...]:
-        return (self.sweep, self.kind, self.workload, self.slo, self.cells, self.point, self.status)
 
 
 def _measured(points: Sequence) -> str:
@@ -114,6 +110,31 @@ def fit_lines(card, hardware: Mapping, kind: str) -> list[str]:
     return [*fit_spec.weights_lines(got), *fit_spec.cache_lines(got), *fit_spec.target_lines(got)]
 
 
+GROUP_HEADER = ("sweep", "kind", "workload", "SLO", "cells", "points")
+
+
+def grouped(plan: Sequence[PlanRow]) -> list[tuple[PlanRow, list[PlanRow]]]:
+    """One entry per sweep (its first row stands for sweep, workload, SLO, cells) with its points."""
+    out: dict[str, tuple[PlanRow, list[PlanRow]]] = {}
+    for r in plan:
+        out.setdefault(r.sweep, (r, []))[1].append(r)
+    return list(out.values())
+
+
+def _yes(row: PlanRow) -> str:
+    return "no" if row.status == NOT_MEASURED else "yes"
+
+
+def _title(plan: Sequence[PlanRow]) -> str:
+    measured = sum(r.status != NOT_MEASURED for r in plan)
+    return f"Plan: {measured} of {len(plan)} sweep points measured"
+
+
+CLAIMS_TITLE = "Published claims and their prerequisites"
+NO_CLAIM = "none of the card's claims applies to this kind's supported cells"
+FIT_TITLE = "Fit: weights and cache against this kind's memory"
+
+
 def markdown(plan: Sequence[PlanRow], claims: Sequence[str], fit: Sequence[str]) -> list[str]:
     from dayzero.escape import escape
 
@@ -122,15 +143,20 @@ def markdown(plan: Sequence[PlanRow], claims: Sequence[str], fit: Sequence[str])
 
     out = []
     if plan:
-        measured = sum(r.status != NOT_MEASURED for r in plan)
-        out += [f"## Plan: {measured} of {len(plan)} sweep points measured", ""]
-        out += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-        out += ["| " + " | ".join(md(c) for c in r.cells_text()) + " |" for r in plan]
+        out += [
+            f"## {_title(plan)}",
+            "",
+            "| " + " | ".join(GROUP_HEADER) + " |",
+            "|" + "---|" * len(GROUP_HEADER),
+        ]
+        for first, rows_ in grouped(plan):
+            points = "; ".join(f"{r.point}: {r.status}" for r in rows_)
+            cells = (first.sweep, first.kind, first.workload, first.slo, first.cells, points)
+            out.append("| " + " | ".join(md(c) for c in cells) + " |")
         out.append("")
-    if claims:
-        out += ["## Published claims and their prerequisites", "", *(f"- {md(c)}" for c in claims), ""]
+    out += [f"## {CLAIMS_TITLE}", "", *(f"- {md(c)}" for c in claims or [NO_CLAIM]), ""]
     if fit:
-        out += ["## Fit: weights and cache against this kind's memory", "", *(f"- {md(f)}" for f in fit), ""]
+        out += [f"## {FIT_TITLE}", "", *(f"- {md(f)}" for f in fit), ""]
     return out
 
 
@@ -142,19 +168,18 @@ def html(plan: Sequence[PlanRow], claims: Sequence[str], fit: Sequence[str]) -> 
 
     out = []
     if plan:
-        measured = sum(r.status != NOT_MEASURED for r in plan)
-        out.append(f"<h2>Plan: {measured} of {len(plan)} sweep points measured</h2>")
-        head = "".join(f"<th>{h(x)}</th>" for x in HEADER)
-        out.append(f'<table id="plan"><thead><tr>{head}</tr></thead><tbody>')
-        for r in plan:
-            state = "no" if r.status == NOT_MEASURED else "yes"
-            cells = "".join(f"<td>{h(x)}</td>" for x in r.cells_text())
-            out.append(f'<tr class="plan-point" data-measured="{state}">{cells}</tr>')
+        head = "".join(f"<th>{h(x)}</th>" for x in GROUP_HEADER)
+        out += [f"<h2>{h(_title(plan))}</h2>", f'<table id="plan"><thead><tr>{head}</tr></thead><tbody>']
+        for first, rows_ in grouped(plan):
+            points = "".join(
+                f'<li class="plan-point" data-point="{h(r.point)}" data-measured="{_yes(r)}">'
+                f"{h(r.point)}: {h(r.status)}</li>"
+                for r in rows_
+            )
+            cells = "".join(f"<td>{h(x)}</td>" for x in (first.sweep, first.kind, first.workload, first.slo))
+            out.append(f'<tr>{cells}<td class="cells">{h(first.cells)}</td><td><ul>{points}</ul></td></tr>')
         out.append("</tbody></table>")
-    for title, ident, items in (
-        ("Published claims and their prerequisites", "claims", claims),
-        ("Fit: weights and cache against this kind's memory", "fit", fit),
-    ):
+    for title, ident, items in ((CLAIMS_TITLE, "claims", claims or [NO_CLAIM]), (FIT_TITLE, "fit", fit)):
         if items:
             out.append(
                 f'<h2>{h(title)}</h2><ul id="{ident}">' + "".join(f"<li>{h(i)}</li>" for i in items) + "</ul>"
