@@ -271,3 +271,14 @@ def test_a_shard_the_card_does_not_pin_is_refused_once_it_pins_any(tmp_path):
         f"weights checkpoint {tmp_path / 'models/org/Model'}: shard model-00003-of-00003.safetensors "
         "is not pinned by the card"
     ]
+
+
+def test_the_submission_checker_holds_a_vendor_s_shards_to_the_card_s_pins():
+    from dayzero.submission.configuration import model_file_problem
+
+    want = ModelFile(INDEX, COMMIT, shards=SUMS)
+    held = {"path": INDEX, "revision": COMMIT, "shards": dict(SUMS)}
+    assert model_file_problem(want, [held]) == ""
+    name = sorted(SUMS)[0]
+    forged = {**held, "shards": {**SUMS, name: "f" * 64}}
+    assert f"shard {name} is not the card's pin" in model_file_problem(want, [forged])
