@@ -9,6 +9,7 @@ line with numbers; a null architecture field is "needs data" naming it.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -133,3 +134,14 @@ def test_a_mac_mini_is_answered_with_numbers():
     assert "q2_k no: weights 918.8 GB" in line
     assert "weights at mxfp4 (4.25 bits): 1488 GB (the card's)" in out.stdout
     assert "b300 (1 node(s) x 8 x 288 GB = 2304 GB): mxfp4 weights fit" in out.stdout
+
+
+def test_json_holds_every_verdict_and_the_missing_fields(capsys):
+    from dayzero.cli import main
+
+    assert main(["--matrix", str(REPO / "matrix"), "fit", "kimi-k3.1-pro", "--memory", "64GB", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["sglang"]
+    machine = [v for v in doc["verdicts"] if v["target"] == "machine"]
+    assert {v["precision"] for v in machine} == {"mxfp4", "q4_k", "q3_k", "q2_k"}
+    assert all(v["word"] == "does not fit" for v in machine)
+    assert doc["cache"]["bytes_per_token"] is None and doc["cache"]["needs_data"]
