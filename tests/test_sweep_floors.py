@@ -72,7 +72,11 @@ CTX = {"name": "x", "kind": "context", "workload": "w", "points": [64, 1024]}
         ({**CONC, "floor": {"metric": "max_load_at_slo", "max": 2}}, {"w": {}}, "with `min:`"),
         ({**CTX, "floor": {"metric": "decode_ratio", "min": 2}}, {}, "with `max:`"),
         ({**CTX, "floor": {"metric": "decode_ratio"}}, {}, "with `max:`"),
-        ({**CONC, "floor": {"metric": "max_load_at_slo", "min": 2}}, {}, "needs an SLO for workload 'w'"),
+        (
+            {**CONC, "floor": {"metric": "max_load_at_slo", "min": 2}},
+            {},
+            "needs the sweep's slo: or one for workload 'w'",
+        ),
         ({**CTX, "points": [64], "floor": {"metric": "decode_ratio", "max": 2}}, {}, "two input lengths"),
     ],
 )

@@ -14,6 +14,7 @@ from dayzero.cli import (
     acceptance,
     card,
     engine,
+    fit,
     golden,
     hosts,
     import_,
@@ -26,7 +27,21 @@ from dayzero.cli import (
 )
 from dayzero.errors import ConfigError, DayzeroError
 
-VERBS = (matrix, recipe, lint, golden, hosts, acceptance, card, report, nightly, submission, import_, engine)
+VERBS = (
+    matrix,
+    recipe,
+    lint,
+    fit,
+    golden,
+    hosts,
+    acceptance,
+    card,
+    report,
+    nightly,
+    submission,
+    import_,
+    engine,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,16 +16,29 @@ def add(sub) -> None:
     )
     p.add_argument("--reports", default=REPORTS, help=f"a run's reports dir (default: {REPORTS})")
     p.add_argument("--model", action="append", default=[], help="only this model's cards (repeatable)")
+    add_prices(p)
     p.set_defaults(func=run)
 
 
+def add_prices(p) -> None:
+    p.add_argument(
+        "--prices",
+        help="the lab's prices per accelerator-hour (YAML, `prices: {<kind>: {per_accelerator_hour, "
+        "currency, source, date}}`; e.g. hosts/prices.example.yaml): cost per 1M tokens on every card; "
+        "a kind it names replaces the catalogue's price",
+    )
+
+
 def run(args) -> int:
-    for path in write(args.matrix, Path(args.reports), args.model):
+    for path in write(args.matrix, Path(args.reports), args.model, args.prices):
         print(f"card: {path}")
     return 0
 
 
-def write(matrix_dir: str, reports: Path, models=()) -> list[Path]:
+def write(matrix_dir: str, reports: Path, models=(), prices_file: str | None = None) -> list[Path]:
     from dayzero.report.benchcard import write_cards
+    from dayzero.report.cost import load_prices, prices
 
-    return write_cards(load_matrix(matrix_dir), reports, models)
+    matrix = load_matrix(matrix_dir)
+    price_of = {**prices(matrix), **load_prices(Path(prices_file), matrix)} if prices_file else None
+    return write_cards(matrix, reports, models, price_of)

@@ -18,6 +18,12 @@ def add(sub) -> None:
     hsub = p.add_subparsers(dest="hosts_command", required=True)
     h = hsub.add_parser("check", help="connect to each host; print reachability and facts")
     h.add_argument("--hosts", default=HOSTS, help=f"inventory (default: {HOSTS})")
+    h.add_argument(
+        "--weights",
+        action="store_true",
+        help="also check the model files of every card serving the host's kind (a checkpoint's shards: "
+        "hashed once, then read) and print the revision and shard checksums a card does not pin yet",
+    )
     h.set_defaults(func=run_check)
 
 
@@ -42,6 +48,7 @@ def _problem(text: str) -> str:
 
 def run_check(args) -> int:
     """Exit 1 if any host is unreachable or unfit, or lacks a var a cell of its hardware needs."""
+    from dayzero.lab import weights
     from dayzero.lab.preflight import gather
     from dayzero.lab.transport import open_transport
 
@@ -69,9 +76,13 @@ def run_check(args) -> int:
             for m in missing
             if host.name in m.hosts
         ]
+        cards = [c for c in matrix.cards.values() if host.hardware in c.hardware] if args.weights else []
+        files = [f for c in cards for f in c.model_files]
         try:
             with open_transport(host, inventory) as transport:
-                facts = gather(transport, matrix.hardware[host.hardware], engines, inventory.secrets)
+                facts = gather(
+                    transport, matrix.hardware[host.hardware], engines, inventory.secrets, model_files=files
+                )
         except DayzeroError as exc:
             facts = HostFacts(host.name, False, problems=(str(exc),))
         unfit += not facts.healthy or bool(lacking)
@@ -85,6 +96,12 @@ def run_check(args) -> int:
                 print(f"{'':<16} engine {engine}: {version}")
             for problem in facts.problems:
                 print(_problem(problem))
+            start = 0
+            for c in cards:  # trust on first use: what this host read, for the card's maintainers
+                seen = facts.model_files[start : start + len(c.model_files)]
+                start += len(c.model_files)
+                for line in weights.pin_lines(c.model, c.model_files, seen):
+                    print(f"{'':<16} {line}")
         for problem in lacking:
             print(_problem(problem))
     if inventory.hosts:

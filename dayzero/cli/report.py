@@ -21,6 +21,7 @@ def add(sub) -> None:
     p.add_argument("--history", help="Allure history file (default: <reports>/allure-history.jsonl)")
     p.add_argument("--name", default="dayzero", help="report title")
     add_stale_after(p)
+    card.add_prices(p)
     p.add_argument("--allure", help="where Allure 3 is installed (default: $DAYZERO_ALLURE, tools/allure)")
     p.set_defaults(func=run)
 
@@ -31,7 +32,9 @@ def run(args) -> int:
     from dayzero.report.acceptance import write_acceptance
 
     reports = Path(args.reports)
-    cards = card.write(args.matrix, reports)  # first: the acceptance table links them
+    cards = card.write(
+        args.matrix, reports, prices_file=args.prices
+    )  # first: the acceptance table links them
     print(f"cards: {len(cards)} in {reports / 'cards'}")
     table = write_acceptance(load_matrix(args.matrix), reports, max_age_days=args.stale_after)
     print(f"acceptance: {table} and {table.with_suffix('.html')}")

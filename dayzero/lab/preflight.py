@@ -257,6 +257,11 @@ def gather(
         ok, out = _run(transport, weights.check_command(wanted), 600)  # a GGUF's sha256 takes a while
         problems += [f"{p} on {host.name}" for p in weights.problems(wanted, out if ok else "")]
         files = weights.facts(wanted, out if ok else "")
+        if shard_check := weights.shard_command(wanted, host.python):
+            ok, out = _run(transport, shard_check, weights.SHARD_TIMEOUT_S)  # hashed once, then read
+            problems += [f"{p} on {host.name}" for p in weights.shard_problems(wanted, out if ok else "")]
+            read = weights.shard_facts(wanted, out if ok else "")
+            files = tuple({**f, **read.get(i, {})} for i, f in enumerate(files))
     ncpu = int(cpus) if cpus.isdigit() else None
     driver = driver_version(transport, tool)
     load = hostload.sample(transport, interval=1.0)

@@ -12,12 +12,13 @@ A kind with no sweep evidence says "pending" and still shows the published claim
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dayzero import atomic
 from dayzero.escape import escape
+from dayzero.report import cardplan
 from dayzero.report.acceptance import latest_evidence
 from dayzero.report.cost import Price, per_million_tokens, prices
 from dayzero.report.plots import Series, line_chart
@@ -86,6 +87,9 @@ class BenchCard:
     price: Price | None = None
     energy: str = ""  # why energy is not measured, where it is not
     evidence: tuple[str, ...] = field(default=())
+    plan: tuple[cardplan.PlanRow, ...] = ()  # every sweep point the card asks for, measured or not
+    claim_lines: tuple[str, ...] = ()  # the claims that apply, with prerequisites and status
+    fit: tuple[str, ...] = ()  # weights and cache against the kind's memory
 
     @property
     def status(self) -> str:
@@ -207,10 +211,11 @@ def _floor_summary(check: dict) -> dict:
     return {"check": check["name"], **{k: check.get(k) for k in ("verdict", "message", "measured", "bound")}}
 
 
-def build(matrix: Matrix, reports_dir: Path) -> list[BenchCard]:
-    """Every (model, hardware kind) the matrix serves, from the latest evidence of each cell."""
+def build(matrix: Matrix, reports_dir: Path, price_of: Mapping[str, Price] | None = None) -> list[BenchCard]:
+    """Every (model, hardware kind) the matrix serves, from the latest evidence of each cell;
+    `price_of` (a lab's `--prices` file) replaces the catalogue's prices."""
     latest = latest_evidence(reports_dir)
-    price_of = prices(matrix)
+    price_of = prices(matrix) if price_of is None else price_of
     out = []
     for card in matrix.cards.values():
         for kind in card.hardware:
@@ -230,6 +235,8 @@ def build(matrix: Matrix, reports_dir: Path) -> list[BenchCard]:
                 summaries += sums
             on = frontier([p for p in points if p.kind != "context"])
             points = [replace(p, frontier=p.id in on) for p in points]
+            docs = {c.id: latest[c.id][1] for c in cells if c.id in latest}
+            supported = [c for c in cells if c.supported]
             out.append(
                 BenchCard(
                     card.model,
@@ -241,6 +248,9 @@ def build(matrix: Matrix, reports_dir: Path) -> list[BenchCard]:
                     price_of.get(kind),
                     energy_line(points),
                     tuple(used),
+                    tuple(cardplan.rows(matrix, card.model, kind, points)),
+                    tuple(cardplan.claim_lines(card, supported, docs)),
+                    tuple(cardplan.fit_lines(card, matrix.hardware, kind)),
                 )
             )
     return out
@@ -388,6 +398,9 @@ def to_json(card: BenchCard) -> dict:
         ],
         "energy": card.energy,
         "evidence": list(card.evidence),
+        "plan": [asdict(r) for r in card.plan],
+        "claim_lines": list(card.claim_lines),
+        "fit": list(card.fit),
     }
 
 
@@ -472,6 +485,7 @@ def to_markdown(card: BenchCard, stem: str) -> str:
         + ("" if card.claims else " drawn (none states both tok/s per accelerator and per user)"),
         "",
     ]
+    lines += cardplan.markdown(card.plan, card.claim_lines, card.fit)
     return "\n".join(lines)
 
 
@@ -497,6 +511,7 @@ def to_html(card: BenchCard, pareto: str, context: str) -> str:
     items = [*_summary_lines(card), f"energy: {card.energy}", _price_line(card), frontier_cost_line(card)]
     items.append(f"published claims: {len(card.claims)}")
     body.append("<ul>" + "".join(f"<li>{escape(i, 'html')}</li>" for i in items) + "</ul>")
+    body += cardplan.html(card.plan, card.claim_lines, card.fit)
     title = f"Benchmark card: {card.display_name} on {card.kind}"
     return "\n".join(
         [
@@ -504,6 +519,8 @@ def to_html(card: BenchCard, pareto: str, context: str) -> str:
             f'<html lang="en"><head><meta charset="utf-8"><title>{escape(title, "html")}</title>',
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:90%}"
             "td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}"
+            "#plan td{text-align:left;vertical-align:top}#plan td.cells{font-size:85%;max-width:28em}"
+            "#plan ul{margin:0;padding-left:1.2em}li[data-measured=yes]{background:#dcfce7}"
             "tr[data-frontier=true]{background:#fef3c7}</style></head><body>",
             f"<h1>{escape(title, 'html')}</h1>",
             *body,
@@ -513,11 +530,13 @@ def to_html(card: BenchCard, pareto: str, context: str) -> str:
     )
 
 
-def write_cards(matrix: Matrix, reports_dir: Path, only: Iterable[str] = ()) -> list[Path]:
+def write_cards(
+    matrix: Matrix, reports_dir: Path, only: Iterable[str] = (), price_of: Mapping[str, Price] | None = None
+) -> list[Path]:
     """`cards/<model>/<kind>.{md,html,json}` plus the SVGs; returns the HTML paths."""
     reports_dir = Path(reports_dir)
     written = []
-    for card in build(matrix, reports_dir):
+    for card in build(matrix, reports_dir, price_of):
         if only and card.model not in only:
             continue
         folder = reports_dir / CARDS_DIR / card.model

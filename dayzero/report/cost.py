@@ -1,15 +1,21 @@
-"""Cost per million output tokens from a price per accelerator-hour (pure).
+"""Cost per million output tokens from a price per accelerator-hour.
 
 A hardware kind of the catalogue (`matrix/hardware.yaml`) may state `price: {per_accelerator_hour,
-currency, source}`; a point's cost is that price over the tokens one accelerator produced in an
-hour at the point's throughput. No price, or no throughput: no cost (never a guess).
+currency, source}`; a lab's own prices come from a `--prices` file (`load_prices`; an example of
+public on-demand prices in hosts/prices.example.yaml), which replaces the catalogue's. A point's
+cost is that price over the tokens one accelerator produced in an hour at the point's throughput.
+No price, or no throughput: no cost (never a guess).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from dayzero.errors import ConfigError
+from dayzero.spec import yamlfile
 from dayzero.spec.matrix import Matrix
+from dayzero.spec.suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -35,3 +41,19 @@ def prices(matrix: Matrix) -> dict[str, Price]:
         for kind, h in matrix.hardware.items()
         if h.price
     }
+
+
+def load_prices(path: Path, matrix: Matrix) -> dict[str, Price]:
+    """A lab's prices file: `prices: {<kind>: {per_accelerator_hour, currency, source, date}}`;
+    a kind the catalogue does not know is an error naming it."""
+    data = yamlfile.load(Path(path), "prices")
+    out = {}
+    for kind, p in data["prices"].items():
+        if kind not in matrix.hardware:
+            why = (
+                f"unknown hardware kind {kind!r}{did_you_mean(kind, matrix.hardware)} (matrix/hardware.yaml)"
+            )
+            raise ConfigError(path, f"prices.{kind}", why)
+        source = f"{p['source']}, read {p['date']}, from {Path(path).name}"
+        out[kind] = Price(float(p["per_accelerator_hour"]), p["currency"], source)
+    return out

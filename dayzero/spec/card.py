@@ -77,6 +77,9 @@ class ModelFile:
     hub: str | None = None
     size: int | None = None
     sha256: str | None = None
+    precision: str | None = None  # as stored (q4_1, bf16, mxfp4): what `dayzero fit` sizes
+    # An index file's shards (path under its folder -> sha256), pinned from a lab's first download
+    shards: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -703,6 +706,8 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
                 f.get("hub"),
                 f.get("size"),
                 f.get("sha256"),
+                f.get("precision"),
+                dict(f.get("shards") or {}),
             )
             for f in data.get("model_files") or ()
         ),

@@ -2,8 +2,9 @@
 
 A sweep measures one workload at a list of loads: a closed-loop concurrency list, an open-loop
 request-rate list (Poisson arrivals) or a list of input lengths (the context sweep), each point
-with the card's protocol, the whole sweep bounded by `budget_s`. An SLO (per workload) says what
-one request must meet; a point's attainment is the share of its requests that met every bound.
+with the card's protocol, the whole sweep bounded by `budget_s`. An SLO (per workload, or a
+sweep's own `slo:`: a mode's) says what one request must meet; a point's attainment is the share
+of its requests that met every bound.
 Read from `ModelCard.raw` (the card file passed its schema), so the card parser stays as it is.
 """
 
@@ -83,7 +84,7 @@ class Sweep:
     def label(self, load: float) -> str:
         """A point's name in record names and checks: c4, q2.5, isl1024."""
         prefix = {"concurrency": "c", "rate": "q", "context": "isl"}[self.kind]
-        return f"{prefix}{load:g}"
+        return f"{prefix}{int(load) if load == int(load) else f'{load:g}'}"  # isl1048320, not isl1.04832e+06
 
 
 def slos(card: ModelCard) -> dict[str, Slo]:
@@ -114,7 +115,7 @@ def parse(card: ModelCard) -> tuple[Sweep, ...]:
                 repetitions=s.get("repetitions", 1),
                 budget_s=float(s.get("budget_s", 600)),
                 search=s.get("search", 0),
-                slo=known.get(s["workload"]),
+                slo=Slo(**s["slo"]) if "slo" in s else known.get(s["workload"]),
                 floor=_floor(card, i, s, known),
             )
         )
@@ -137,8 +138,8 @@ def _floor(card: ModelCard, i: int, s: dict, known: dict[str, Slo]) -> SweepFloo
     if ("max" if direction == "min" else "min") in spec or direction not in spec:
         way = "at least" if direction == "min" else "at most"
         raise ConfigError(card.path, field, f"expected {metric} with `{direction}:` ({way}), got {spec}")
-    if metric == "max_load_at_slo" and s["workload"] not in known:
-        why = f"max_load_at_slo needs an SLO for workload {s['workload']!r} under slos: (none given)"
+    if metric == "max_load_at_slo" and s["workload"] not in known and "slo" not in s:
+        why = f"max_load_at_slo needs the sweep's slo: or one for workload {s['workload']!r} under slos:"
         raise ConfigError(card.path, field, why)
     if metric == "decode_ratio" and len(s["points"]) < 2:
         raise ConfigError(card.path, field, "decode_ratio needs at least two input lengths in points")

@@ -47,6 +47,10 @@ def model_file_problem(want, seen: list) -> str:
         return f"{want.role} file {want.path} has sha256 {short(got.get('sha256'), 70)}"
     if want.size is not None and got.get("size") != want.size:
         return f"{want.role} file {want.path} has {short(got.get('size'))} bytes"
+    shards = got.get("shards") if isinstance(got.get("shards"), dict) else {}
+    if want.shards and shards != dict(want.shards):  # a checkpoint's pinned shards (lab/weights.py)
+        other = sorted(set(shards.items()) ^ set(want.shards.items()))
+        return f"{want.role} checkpoint {want.path}: shard {short(other[0][0], 70)} is not the card's pin"
     return ""
 
 
