@@ -45,7 +45,13 @@ def night_doc(
     ]
     if accuracy is not None:
         checks.append(
-            {"name": "accuracy:gsm8k-mini", "kind": "correctness", "verdict": "passed", "message": "ok", "measured": accuracy}
+            {
+                "name": "accuracy:gsm8k-mini",
+                "kind": "correctness",
+                "verdict": "passed",
+                "message": "ok",
+                "measured": accuracy,
+            }
         )
     model, hardware, mode, strategy = cell.split("/")
     doc = {
@@ -73,7 +79,10 @@ def night_doc(
                 "name": host,
                 "hardware": hardware.split("+")[0],
                 "accelerators": 1,
-                "facts": {"driver_version": driver, "model_files": [{"path": "m.gguf", "role": "weights", "sha256": weights}]},
+                "facts": {
+                    "driver_version": driver,
+                    "model_files": [{"path": "m.gguf", "role": "weights", "sha256": weights}],
+                },
             }
         ],
         "checks": checks,

@@ -15,6 +15,7 @@ from dayzero.cli import (
     card,
     engine,
     golden,
+    history,
     hosts,
     import_,
     lint,
@@ -26,7 +27,7 @@ from dayzero.cli import (
 )
 from dayzero.errors import ConfigError, DayzeroError
 
-VERBS = (matrix, recipe, lint, golden, hosts, acceptance, card, report, nightly, submission, import_, engine)
+VERBS = (matrix, recipe, lint, golden, hosts, acceptance, card, report, nightly, history, submission, import_, engine)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -164,7 +164,9 @@ def attribute(facts: Sequence[Mapping[str, str]], index: int) -> dict[str, tuple
     for before, after in ((index - 1, index), (index - 2, index - 1), (index, index + 1)):
         if 0 <= before and after < len(facts):
             a, b = facts[before], facts[after]
-            diff = {k: (a.get(k, ""), b.get(k, "")) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
+            diff = {
+                k: (a.get(k, ""), b.get(k, "")) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)
+            }
             if diff:
                 return diff
     return {}

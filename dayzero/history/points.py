@@ -79,7 +79,12 @@ def facts(doc: dict) -> dict[str, str]:
     hosts = doc.get("hosts") or []
     seen = [h.get("facts") or {} for h in hosts]
     weights = sorted(
-        {f"{m.get('path', '?')}={m['sha256'][:16]}" for f in seen for m in f.get("model_files") or () if m.get("sha256")}
+        {
+            f"{m.get('path', '?')}={m['sha256'][:16]}"
+            for f in seen
+            for m in f.get("model_files") or ()
+            if m.get("sha256")
+        }
     )
     engine = doc.get("engine") or {}
     return {

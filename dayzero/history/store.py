@@ -97,13 +97,23 @@ class Store:
         self._execute(
             "INSERT INTO runs (cell, run_id, finished, source, vendor, verdict, facts, path)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (*key, run.finished, run.source, run.vendor, run.verdict, json.dumps(run.facts, sort_keys=True), path),
+            (
+                *key,
+                run.finished,
+                run.source,
+                run.vendor,
+                run.verdict,
+                json.dumps(run.facts, sort_keys=True),
+                path,
+            ),
         )
         rows = [(*key, p.series, p.value, int(p.higher_is_better)) for p in run.points]
         if rows:
             cur = self.conn.cursor()
             cur.executemany(
-                self._sql("INSERT INTO points (cell, run_id, series, value, higher_is_better) VALUES (?, ?, ?, ?, ?)"),
+                self._sql(
+                    "INSERT INTO points (cell, run_id, series, value, higher_is_better) VALUES (?, ?, ?, ?, ?)"
+                ),
                 rows,
             )
 
@@ -134,8 +144,9 @@ class Store:
         rows = self._execute(
             "SELECT r.run_id, r.finished, p.value, r.vendor, r.facts FROM points p"
             " JOIN runs r ON r.cell = p.cell AND r.run_id = p.run_id"
-            " WHERE p.cell = ? AND p.series = ?" + ("" if vendor else " AND r.vendor IS NULL") +
-            " ORDER BY r.finished, r.run_id",
+            " WHERE p.cell = ? AND p.series = ?"
+            + ("" if vendor else " AND r.vendor IS NULL")
+            + " ORDER BY r.finished, r.run_id",
             (cell, series),
         ).fetchall()
         return [SeriesPoint(r[0], r[1], float(r[2]), r[3], json.loads(r[4])) for r in rows]

@@ -4,7 +4,8 @@ A change point is a **regression** when the new level is worse (lower throughput
 latency). For the night just ingested, each series' regressions are:
 - **new**: found tonight and not in the series without tonight;
 - **persists**: found before, and the series has not come back since;
-- **recovered**: a later change point, new tonight, brought the series back at least half way.
+- **recovered**: a later change point brought the series back at least half way, tonight
+  (it is said once: the night the recovery is first found).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ class SeriesChange:
     changed: dict[str, tuple[str, str]]  # fact -> (before, after): what changed with it
 
     def describe(self) -> str:
-        what = "; ".join(f"{k} {a or '-'} -> {b or '-'}" for k, a, b in ((k, *v) for k, v in self.changed.items()))
+        what = "; ".join(
+            f"{k} {a or '-'} -> {b or '-'}" for k, a, b in ((k, *v) for k, v in self.changed.items())
+        )
         return (
             f"{self.series} {'regressed' if self.regression else 'improved'} {self.change_pct:+.1f}% "
             f"({self.before:.4g} -> {self.after:.4g}, t {self.t:g}) from {self.finished[:10]} (run {self.run_id}); "
@@ -37,7 +40,11 @@ class SeriesChange:
         )
 
     def to_json(self) -> dict:
-        return {**asdict(self), "changed": {k: list(v) for k, v in self.changed.items()}, "message": self.describe()}
+        return {
+            **asdict(self),
+            "changed": {k: list(v) for k, v in self.changed.items()},
+            "message": self.describe(),
+        }
 
 
 def found(cell: str, series: str, higher: bool, points: list[SeriesPoint]) -> list[SeriesChange]:
@@ -78,24 +85,24 @@ def tonight(store: Store, cell: str) -> dict[str, list[SeriesChange]]:
     for series, higher in store.series_names(cell):
         points = store.series(cell, series)
         now, before = found(cell, series, higher, points), found(cell, series, higher, points[:-1])
-        seen = [_night(c.run_id, points) for c in before]
-
-        def known(c: SeriesChange) -> bool:
-            return any(abs(_night(c.run_id, points) - s) <= 1 for s in seen)
-
-        for i, change in enumerate(now):
-            if not change.regression:
-                continue
-            back = [r for r in now[i + 1 :] if _recovers(change, r)]
+        yesterday = {_night(c.run_id, points): back for c, back in _regressions(before)}
+        for change, back in _regressions(now):
+            night = _night(change.run_id, points)
+            was = [yesterday[n] for n in (night, night - 1, night + 1) if n in yesterday]
             if not back:
-                out["persist" if known(change) else "new"].append(change)
-            elif not all(known(b) for b in back):
+                out["persist" if was else "new"].append(change)
+            elif not was or not was[0]:  # recovered since yesterday
                 out["recovered"].append(change)
     return out
 
 
 def _night(run_id: str, points: list[SeriesPoint]) -> int:
     return next(i for i, p in enumerate(points) if p.run_id == run_id)
+
+
+def _regressions(found: list[SeriesChange]) -> list[tuple[SeriesChange, bool]]:
+    """Each regression of a series and whether a later change point recovered it."""
+    return [(c, any(_recovers(c, r) for r in found[i + 1 :])) for i, c in enumerate(found) if c.regression]
 
 
 def _recovers(regression: SeriesChange, later: SeriesChange) -> bool:
