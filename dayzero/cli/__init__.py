@@ -27,7 +27,10 @@ from dayzero.cli import (
 )
 from dayzero.errors import ConfigError, DayzeroError
 
-VERBS = (matrix, recipe, lint, golden, hosts, acceptance, card, report, nightly, history, submission, import_, engine)
+VERBS = (
+    *(matrix, recipe, lint, golden, hosts, acceptance, card, report, nightly),
+    *(history, submission, import_, engine),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -162,7 +162,7 @@ def attribute(facts: Sequence[Mapping[str, str]], index: int) -> dict[str, tuple
     """What changed with a change point: the facts that differ between the night before it and
     its night, else (a shift found one night off) between the nights either side of those."""
     for before, after in ((index - 1, index), (index - 2, index - 1), (index, index + 1)):
-        if 0 <= before and after < len(facts):
+        if before >= 0 and after < len(facts):
             a, b = facts[before], facts[after]
             diff = {
                 k: (a.get(k, ""), b.get(k, "")) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)

@@ -68,9 +68,8 @@ def points(doc: dict) -> list[Point]:
             if isinstance(joules, int | float):
                 series = f"joules_per_token@{where}"
                 out.setdefault(series, Point(series, float(joules), False))
-        elif isinstance(measured, int | float) and not isinstance(measured, bool):
-            if name.startswith(("accuracy:", "speculative:")):
-                out.setdefault(name, Point(name, float(measured), True))
+        elif isinstance(measured, int | float) and name.startswith(("accuracy:", "speculative:")):
+            out.setdefault(name, Point(name, float(measured), True))
     return sorted(out.values(), key=lambda p: p.series)
 
 

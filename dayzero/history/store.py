@@ -112,7 +112,8 @@ class Store:
             cur = self.conn.cursor()
             cur.executemany(
                 self._sql(
-                    "INSERT INTO points (cell, run_id, series, value, higher_is_better) VALUES (?, ?, ?, ?, ?)"
+                    "INSERT INTO points (cell, run_id, series, value, higher_is_better)"
+                    " VALUES (?, ?, ?, ?, ?)"
                 ),
                 rows,
             )
@@ -153,7 +154,8 @@ class Store:
 
     def runs(self, cell: str) -> list[dict]:
         rows = self._execute(
-            "SELECT run_id, finished, source, vendor, verdict, path FROM runs WHERE cell = ? ORDER BY finished",
+            "SELECT run_id, finished, source, vendor, verdict, path FROM runs"
+            " WHERE cell = ? ORDER BY finished, run_id",
             (cell,),
         ).fetchall()
         keys = ("run_id", "finished", "source", "vendor", "verdict", "path")
@@ -177,7 +179,8 @@ def open_store(target: str | Path) -> Store:
             import psycopg
         except ImportError:
             raise DayzeroError(
-                "a PostgreSQL history needs psycopg 3: pip install 'dayzero[history]' (tools/setup installs it)"
+                "a PostgreSQL history needs psycopg 3: "
+                "pip install 'dayzero[history]' (tools/setup installs it)"
             ) from None
         try:
             return Store(psycopg.connect(text), "%s", text.split("@")[-1])

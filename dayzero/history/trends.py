@@ -35,7 +35,8 @@ class SeriesChange:
         )
         return (
             f"{self.series} {'regressed' if self.regression else 'improved'} {self.change_pct:+.1f}% "
-            f"({self.before:.4g} -> {self.after:.4g}, t {self.t:g}) from {self.finished[:10]} (run {self.run_id}); "
+            f"({self.before:.4g} -> {self.after:.4g}, t {self.t:g}) "
+            f"from {self.finished[:10]} (run {self.run_id}); "
             + (f"changed with it: {what}" if what else "nothing recorded changed with it")
         )
 
