@@ -89,3 +89,20 @@ def test_a_regression_is_new_the_night_it_is_found_then_persists_then_recovers(t
 
 def test_a_quiet_history_has_nothing_to_say(tmp_path):
     assert tonight(tmp_path, levels((30, 100.0))) == {"new": [], "persist": [], "recovered": []}
+
+
+def test_each_night_is_ingested_and_its_regressions_worded(tmp_path):
+    docs = series_docs(levels((20, 100.0), (8, 85.0)), changes={20: {"engine": "b4600"}})
+    paths = write_nights(tmp_path / "nightly", docs)
+    said = [trends.night(tmp_path / "h.sqlite", p.parent.parent, [CELL]) for p in paths]
+    first = next(i for i, s in enumerate(said) if s["new"])
+    (new,) = said[first]["new"]
+    assert new["run_id"] == docs[20]["run"]["id"] and new["changed"] == {
+        "engine": ["llama.cpp b4500", "llama.cpp b4600"]
+    }
+    assert "from 2026-09-21" in new["message"] and all(s["persist"] for s in said[first + 1 :])
+
+
+def test_a_night_without_a_reachable_store_says_why_and_goes_on(tmp_path):
+    said = trends.night("postgresql://nobody@127.0.0.1:9/none?connect_timeout=2", tmp_path, [CELL])
+    assert said["store"] == "127.0.0.1:9/none?connect_timeout=2" and "history store" in said["not_available"]

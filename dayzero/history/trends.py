@@ -110,3 +110,22 @@ def _recovers(regression: SeriesChange, later: SeriesChange) -> bool:
     """A later improvement that takes back at least half of the regression's loss."""
     lost = regression.before - regression.after
     return not later.regression and abs(later.after - regression.after) >= abs(lost) / 2
+
+
+def night(target, night_dir, cells) -> dict:
+    """Ingest one night into the store and word its cells' regressions; what could not be done
+    (no 'history' extra, a store that does not answer) is said in the result, never raised: the
+    previous-night comparison still stands."""
+    from dayzero.errors import DayzeroError
+    from dayzero.history.store import open_store
+
+    try:
+        with open_store(target) as store:
+            store.ingest_folder(night_dir)
+            words: dict[str, list] = {"new": [], "persist": [], "recovered": []}
+            for cell in sorted(cells):
+                for word, found in tonight(store, cell).items():
+                    words[word] += [c.to_json() for c in found]
+            return {"store": store.where, **words}
+    except DayzeroError as exc:
+        return {"store": str(target).split("@")[-1], "not_available": str(exc)}
