@@ -16,16 +16,31 @@ def add(sub) -> None:
     )
     p.add_argument("--reports", default=REPORTS, help=f"a run's reports dir (default: {REPORTS})")
     p.add_argument("--model", action="append", default=[], help="only this model's cards (repeatable)")
+    p.add_argument(
+        "--history",
+        metavar="STORE",
+        help="draw each cell's series across nights, change points marked, from this results store "
+        "(dayzero history): a SQLite file or postgresql:// DSN",
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    for path in write(args.matrix, Path(args.reports), args.model):
-        print(f"card: {path}")
+    store = None
+    if args.history:
+        from dayzero.history.store import open_store
+
+        store = open_store(args.history)
+    try:
+        for path in write(args.matrix, Path(args.reports), args.model, store):
+            print(f"card: {path}")
+    finally:
+        if store is not None:
+            store.close()
     return 0
 
 
-def write(matrix_dir: str, reports: Path, models=()) -> list[Path]:
+def write(matrix_dir: str, reports: Path, models=(), history=None) -> list[Path]:
     from dayzero.report.benchcard import write_cards
 
-    return write_cards(load_matrix(matrix_dir), reports, models)
+    return write_cards(load_matrix(matrix_dir), reports, models, history)
