@@ -56,8 +56,8 @@ def series_chart(cell: str, series: str, points: Sequence[SeriesPoint], found: S
     )
     return plots.line_chart(
         [
-            plots.Series(series, tuple((float(i), p.value) for i, p in enumerate(points)), radius=1.5),
-            plots.Series("level", tuple(level), colour=6, dashed=True, radius=0),
+            plots.Series("each night", tuple((float(i), p.value) for i, p in enumerate(points)), radius=1.5),
+            plots.Series("level between changes", tuple(level), colour=6, dashed=True, radius=0),
             plots.Series("change point", marks, colour=1, labels=labels, line=False, radius=6),
         ],
         f"{cell}: {series}",
