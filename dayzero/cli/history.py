@@ -72,9 +72,8 @@ def _open(args):
     return open_store(args.store or default_store())
 
 
-def _print(args, data, lines) -> int:
+def _print(args, data, lines) -> None:
     print(json.dumps(data, indent=2)) if args.json else print("\n".join(lines) if lines else "(nothing)")
-    return 0
 
 
 def ingest(args) -> int:
@@ -86,11 +85,12 @@ def ingest(args) -> int:
         else:
             count = sum(store.ingest_folder(f) for f in args.folders)
         where, cells = store.where, len(store.cells())
-    return _print(
+    _print(
         args,
         {"store": where, "ingested": count, "cells": cells},
         [f"{where}: {count} run(s) ingested, {cells} cell(s)"],
     )
+    return 0
 
 
 def series(args) -> int:
@@ -104,7 +104,8 @@ def series(args) -> int:
             lines = [
                 f"{n}: {len(v)} night(s), latest {v[-1]:g}" if v else f"{n}: none" for n, v in data.items()
             ]
-            return _print(args, {"cell": args.cell, "series": data}, lines)
+            _print(args, {"cell": args.cell, "series": data}, lines)
+            return 0
         if args.series not in names:
             print(
                 f"dayzero: cell {args.cell!r} has no series {args.series!r}; it has: {', '.join(names)}",
@@ -119,7 +120,8 @@ def series(args) -> int:
         f"{p.finished}  {p.value:>12g}  {p.run_id}" + (f"  (vendor {p.vendor})" if p.vendor else "")
         for p in points
     ]
-    return _print(args, {"cell": args.cell, "series": args.series, "points": data}, lines)
+    _print(args, {"cell": args.cell, "series": args.series, "points": data}, lines)
+    return 0
 
 
 def changes(args) -> int:
@@ -129,4 +131,5 @@ def changes(args) -> int:
         cells = args.cell or store.cells()
         found = [c for cell in cells for c in cell_changes(store, cell, args.since)]
     found = [c for c in found if c.regression or not args.regressions]
-    return _print(args, [c.to_json() for c in found], [f"{c.cell}: {c.describe()}" for c in found])
+    _print(args, [c.to_json() for c in found], [f"{c.cell}: {c.describe()}" for c in found])
+    return 0
