@@ -39,6 +39,22 @@ def lab(tmp_path):
     return tmp_path
 
 
+def drawn(lab, verb: str, *more: str) -> int:
+    """`dayzero VERB --history` over the lab's reports and store."""
+    return main(
+        [
+            "--matrix",
+            str(REPO / "matrix"),
+            verb,
+            "--reports",
+            str(lab / "reports"),
+            "--history",
+            str(lab / "h.sqlite"),
+            *more,
+        ]
+    )
+
+
 def test_a_sparkline_marks_each_change_point_at_its_night():
     svg = pictures.sparkline(nights(80.0), [20], "t <x>")
     (x,) = re.findall(r'class="change" x1="([\d.]+)"', svg)
@@ -47,18 +63,7 @@ def test_a_sparkline_marks_each_change_point_at_its_night():
 
 
 def test_the_acceptance_grid_draws_each_cells_trend_under_its_badge(lab, capsys):
-    code = main(
-        [
-            "--matrix",
-            str(REPO / "matrix"),
-            "acceptance",
-            "--reports",
-            str(lab / "reports"),
-            "--history",
-            str(lab / "h.sqlite"),
-        ]
-    )
-    assert code == 0
+    assert drawn(lab, "acceptance") == 0
     page = (lab / "reports" / "acceptance.html").read_text()
     slowed = re.search(rf'<td data-cell="{re.escape(CELL)}".*?</td>', page).group(0)
     flat = re.search(rf'<td data-cell="{re.escape(FLAT)}".*?</td>', page).group(0)
@@ -68,20 +73,7 @@ def test_the_acceptance_grid_draws_each_cells_trend_under_its_badge(lab, capsys)
 
 
 def test_the_benchmark_card_draws_each_series_with_its_change_points(lab, capsys):
-    code = main(
-        [
-            "--matrix",
-            str(REPO / "matrix"),
-            "card",
-            "--reports",
-            str(lab / "reports"),
-            "--history",
-            str(lab / "h.sqlite"),
-            "--model",
-            "smollm2-135m",
-        ]
-    )
-    assert code == 0
+    assert drawn(lab, "card", "--model", "smollm2-135m") == 0
     page = (lab / "reports" / "cards" / "smollm2-135m" / "cpu.html").read_text()
     history = page.split('<div id="history">', 1)[1]
     assert history.count("<svg") == 2
