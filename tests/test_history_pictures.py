@@ -79,3 +79,15 @@ def test_the_benchmark_card_draws_each_series_with_its_change_points(lab, capsys
     assert history.count("<svg") == 2
     (mark,) = re.findall(r'data-series="change point" data-point="([^"]+)"', history)
     assert mark.startswith("2026-09-21 -20.1%") and "recipe 370a065910226f54 -&gt; slower" in mark
+
+
+def test_a_night_is_drawn_with_its_trends_and_the_cards_of_the_models_that_ran(lab):
+    from dayzero.spec.matrix import load_matrix
+
+    drawn = pictures.draw_night(lab / "h.sqlite", lab / "reports", load_matrix(REPO / "matrix"), [CELL])
+    assert (
+        drawn[0].endswith("acceptance.md")
+        and 'class="spark"' in (lab / "reports" / "acceptance.html").read_text()
+    )
+    assert [p.rsplit("/", 2)[-2] for p in drawn[1:]] == ["smollm2-135m"]  # only the model that ran
+    assert '<div id="history">' in (lab / "reports" / "cards" / "smollm2-135m" / "cpu.html").read_text()

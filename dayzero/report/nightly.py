@@ -314,6 +314,16 @@ def run_nightly(args) -> int:
             print(f"[nightly] history: {HISTORY_WORDS[word]} {r['cell']}: {r['message']}", file=sys.stderr)
     if "not_available" in result["history"]:
         print(f"[nightly] history: {result['history']['not_available']}", file=sys.stderr)
+    elif not args.no_report:
+        from dayzero.history.pictures import draw_night
+        from dayzero.spec.matrix import load_matrix
+
+        matrix = load_matrix(getattr(args, "nightly_matrix", None) or args.matrix)
+        drawn = draw_night(store, night, matrix, latest_by_cell(night))
+        print(
+            f"[nightly] history drawn: {len(drawn) - 1} benchmark card(s), trends in {drawn[0]}",
+            file=sys.stderr,
+        )
     print(
         f"[nightly] {len(result['compared'])} metric(s) compared, {len(result['regressions'])} regression(s)",
         file=sys.stderr,
