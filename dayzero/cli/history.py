@@ -42,46 +42,48 @@ def add(sub) -> None:
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
 
-    i = verbs.add_parser(
+    def verb(name: str, func, short: str, long: str):
+        p = verbs.add_parser(name, parents=[common], help=short, description=long)
+        p.set_defaults(func=func)
+        return p
+
+    i = verb(
         "ingest",
-        parents=[common],
-        help="store the evidence under folders (a night or a folder of nights)",
-        description="Store every evidence document under the folders (any depth: a night, or the nightly "
-        "root). A run already stored (same cell and run id) is replaced, never doubled; accepted vendor "
-        "evidence is stored marked with its vendor.",
+        ingest,
+        "store the evidence under folders (a night or a folder of nights)",
+        "Store every evidence document under the folders (any depth: a night, or the nightly root). A run "
+        "already stored (same cell and run id) is replaced, never doubled; accepted vendor evidence is "
+        "stored marked with its vendor.",
     )
     i.add_argument("folders", nargs="+", help="folders holding evidence/*.json, at any depth")
     i.add_argument(
         "--rebuild", action="store_true", help="empty the store first: rebuild it from the evidence"
     )
-    i.set_defaults(func=ingest)
 
-    s = verbs.add_parser(
+    s = verb(
         "series",
-        parents=[common],
-        help="a cell's series (or one of them, night by night)",
-        description="Without SERIES: each series of the cell (metric@workload, accuracy:..., "
-        "speculative:...) with its number of nights and latest value. With SERIES: its values in time order.",
+        series,
+        "a cell's series (or one of them, night by night)",
+        "Without SERIES: each series of the cell (metric@workload, accuracy:..., speculative:...) with its "
+        "number of nights and latest value. With SERIES: its values in time order.",
     )
     s.add_argument("cell", help="cell id, e.g. smollm2-135m/cpu+llama.cpp/low_latency/baseline")
     s.add_argument("series", nargs="?", help="one series, e.g. output_throughput@random-64-32/c1")
     s.add_argument("--vendor", action="store_true", help="include accepted vendor evidence (marked)")
-    s.set_defaults(func=series)
 
-    c = verbs.add_parser(
+    c = verb(
         "changes",
-        parents=[common],
-        help="change points since a date, with what changed",
-        description="Persistent shifts of each series (ruptures, tuned to each series' noise; a shift is "
-        "found once five nights show it), each with its night, size and what changed with it (engine, "
-        "recipe digest, harness, hosts, driver, weights).",
+        changes,
+        "change points since a date, with what changed",
+        "Persistent shifts of each series (ruptures, tuned to each series' noise; a shift is found once "
+        "five nights show it), each with its night, size and what changed with it (engine, recipe digest, "
+        "harness, hosts, driver, weights).",
     )
     c.add_argument("--cell", action="append", default=[], help="only this cell (repeatable; default: all)")
     c.add_argument("--since", default="", help="ISO date, e.g. 2026-11-01 (default: the whole history)")
     c.add_argument(
         "--regressions", action="store_true", help="only the change points that made a series worse"
     )
-    c.set_defaults(func=changes)
 
 
 def _open(args):
