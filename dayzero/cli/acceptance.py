@@ -16,11 +16,25 @@ def add(sub) -> None:
     )
     p.add_argument("--reports", default=REPORTS, help=f"a run's reports dir (default: {REPORTS})")
     add_stale_after(p)
+    p.add_argument(
+        "--history",
+        metavar="STORE",
+        help="draw each cell's trend across nights from this results store (dayzero history): "
+        "a SQLite file or postgresql:// DSN",
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from dayzero.report.acceptance import write_acceptance
 
-    print(write_acceptance(load_matrix(args.matrix), Path(args.reports), max_age_days=args.stale_after))
+    matrix = load_matrix(args.matrix)
+    trends = None
+    if args.history:
+        from dayzero.history.pictures import sparklines
+        from dayzero.history.store import open_store
+
+        with open_store(args.history) as store:
+            trends = sparklines(store, [c.id for c in matrix.cells])
+    print(write_acceptance(matrix, Path(args.reports), max_age_days=args.stale_after, trends=trends))
     return 0

@@ -17,6 +17,12 @@ def add(sub) -> None:
     p.add_argument("--reports", default=REPORTS, help=f"a run's reports dir (default: {REPORTS})")
     p.add_argument("--model", action="append", default=[], help="only this model's cards (repeatable)")
     add_prices(p)
+    p.add_argument(
+        "--history",
+        metavar="STORE",
+        help="draw each cell's series across nights, change points marked, from this results store "
+        "(dayzero history): a SQLite file or postgresql:// DSN",
+    )
     p.set_defaults(func=run)
 
 
@@ -30,15 +36,26 @@ def add_prices(p) -> None:
 
 
 def run(args) -> int:
-    for path in write(args.matrix, Path(args.reports), args.model, args.prices):
-        print(f"card: {path}")
+    store = None
+    if args.history:
+        from dayzero.history.store import open_store
+
+        store = open_store(args.history)
+    try:
+        for path in write(args.matrix, Path(args.reports), args.model, args.prices, store):
+            print(f"card: {path}")
+    finally:
+        if store is not None:
+            store.close()
     return 0
 
 
-def write(matrix_dir: str, reports: Path, models=(), prices_file: str | None = None) -> list[Path]:
+def write(
+    matrix_dir: str, reports: Path, models=(), prices_file: str | None = None, history=None
+) -> list[Path]:
     from dayzero.report.benchcard import write_cards
     from dayzero.report.cost import load_prices, prices
 
     matrix = load_matrix(matrix_dir)
     price_of = {**prices(matrix), **load_prices(Path(prices_file), matrix)} if prices_file else None
-    return write_cards(matrix, reports, models, price_of)
+    return write_cards(matrix, reports, models, price_of, history)

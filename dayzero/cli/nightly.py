@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from dayzero.cli.common import HOSTS
 
 
@@ -17,6 +19,12 @@ def add(sub) -> None:
     p.add_argument("-m", dest="markers", default="", help="marker expression, e.g. b300 (default: all)")
     p.add_argument("-n", dest="workers", default="auto", help="xdist workers (default: auto = host slots)")
     p.add_argument("--band", type=float, default=10.0, help="default noise band in %% without spread (10)")
+    p.add_argument(
+        "--store",
+        default=os.environ.get("DAYZERO_HISTORY"),
+        help="results store: SQLite file or postgresql:// DSN (default: $DAYZERO_HISTORY, else "
+        "ROOT/history.sqlite)",
+    )
     p.add_argument("--suites-root", default=".", help="where pytest runs: the repository (default: .)")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")

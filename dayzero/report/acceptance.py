@@ -35,6 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -316,7 +317,7 @@ BADGE_COLOURS = {
 }
 
 
-def to_html(table: list[Row], base: Path) -> str:
+def to_html(table: list[Row], base: Path, trends: Mapping[str, str] | None = None) -> str:
     """A self-contained page (no external assets; a few lines of inline script for the filters):
     the grid per model first (`dayzero.report.grid`), then every cell as a list, folded."""
 
@@ -356,7 +357,9 @@ def to_html(table: list[Row], base: Path) -> str:
             " do not edit. Hover a badge for its cell, status and reason; a linked badge opens its"
             " evidence.</p>",
             f"<p>Totals: {esc(totals)}</p>",
-            *status_grid.to_html(status_grid.grids(table), esc, badge, lambda path: _href(path, base), notes),
+            *status_grid.to_html(
+                status_grid.grids(table), esc, badge, lambda path: _href(path, base), notes, trends
+            ),
             f"<details><summary>Every cell as a list ({len(table)})</summary>",
             "<table><thead><tr><th>cell</th><th>status</th><th>detail</th><th>source</th>"
             "<th>evidence</th></tr></thead><tbody>",
@@ -404,8 +407,10 @@ def write_acceptance(
     *,
     max_age_days: float = DEFAULT_MAX_AGE_DAYS,
     now: dt.datetime | None = None,
+    trends: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write `acceptance.md` and `acceptance.html`; returns the Markdown path."""
+    """Write `acceptance.md` and `acceptance.html`; returns the Markdown path. `trends`: a cell's
+    sparkline across nights (`dayzero acceptance --history`), under its badge in the grid."""
     reports_dir = Path(reports_dir)
     table = rows(matrix, reports_dir, now=now, max_age_days=max_age_days)
     out = reports_dir / "acceptance.md"
@@ -420,7 +425,7 @@ def write_acceptance(
     out.write_text(
         to_markdown(table, reports_dir) + ("\nBenchmark cards:\n\n" + "\n".join(md) + "\n" if md else "")
     )
-    page = to_html(table, reports_dir)
+    page = to_html(table, reports_dir, trends)
     if html:
         page = page.replace("</body>", "<h2>Benchmark cards</h2><ul>" + "".join(html) + "</ul></body>")
     (reports_dir / "acceptance.html").write_text(page)

@@ -489,7 +489,9 @@ def to_markdown(card: BenchCard, stem: str) -> str:
     return "\n".join(lines)
 
 
-def to_html(card: BenchCard, pareto: str, context: str) -> str:
+def to_html(card: BenchCard, pareto: str, context: str, history: Sequence[str] = ()) -> str:
+    """`history`: each cell's series across nights with its change points (our own SVGs)."""
+
     def esc(v) -> str:
         return escape(_cell(v), "html")
 
@@ -512,6 +514,8 @@ def to_html(card: BenchCard, pareto: str, context: str) -> str:
     items.append(f"published claims: {len(card.claims)}")
     body.append("<ul>" + "".join(f"<li>{escape(i, 'html')}</li>" for i in items) + "</ul>")
     body += cardplan.html(card.plan, card.claim_lines, card.fit)
+    if history:
+        body += ['<div id="history"><h2>Across nights</h2>', *history, "</div>"]
     title = f"Benchmark card: {card.display_name} on {card.kind}"
     return "\n".join(
         [
@@ -531,9 +535,14 @@ def to_html(card: BenchCard, pareto: str, context: str) -> str:
 
 
 def write_cards(
-    matrix: Matrix, reports_dir: Path, only: Iterable[str] = (), price_of: Mapping[str, Price] | None = None
+    matrix: Matrix,
+    reports_dir: Path,
+    only: Iterable[str] = (),
+    price_of: Mapping[str, Price] | None = None,
+    history=None,
 ) -> list[Path]:
-    """`cards/<model>/<kind>.{md,html,json}` plus the SVGs; returns the HTML paths."""
+    """`cards/<model>/<kind>.{md,html,json}` plus the SVGs; returns the HTML paths. `history`: a
+    results store (dayzero.history) whose series of the card's cells are drawn, change points marked."""
     reports_dir = Path(reports_dir)
     written = []
     for card in build(matrix, reports_dir, price_of):
@@ -551,7 +560,14 @@ def write_cards(
         (folder / f"{card.kind}.md").write_text(to_markdown(card, card.kind))
         atomic.write_json(folder / f"{card.kind}.json", to_json(card))
         html_path = folder / f"{card.kind}.html"
-        html_path.write_text(to_html(card, pareto, "\n".join(context.values())))
+        across: list[str] = []
+        if history is not None:
+            from dayzero.history.pictures import charts
+
+            across = charts(
+                history, [c.id for c in matrix.cells if c.model == card.model and c.hardware == card.kind]
+            )
+        html_path.write_text(to_html(card, pareto, "\n".join(context.values()), across))
         written.append(html_path)
     return written
 

@@ -104,6 +104,7 @@ STYLE = (
     "table.grid .badge{display:inline-block;min-width:1.6em;padding:1px 3px;font-size:12px;"
     "text-decoration:none}"
     "table.grid td.off .badge{opacity:.12}tr.off{display:none}"
+    "table.grid svg.spark{display:block;margin:2px auto 0}"
     "fieldset.filters{border:1px solid #e2e8f0;display:inline-block;margin-bottom:1em}"
     "fieldset.filters label{margin-right:1em;white-space:nowrap}"
 )
@@ -124,9 +125,11 @@ def to_html(
     badge: Callable[[str, str, str], str],
     href: Callable[[Path], str],
     notes: Mapping[str, list[str]],
+    trends: Mapping[str, str] | None = None,
 ) -> list[str]:
     """`badge(status, text, tag_attrs)` renders a badge as the acceptance page does; `href` links an
-    evidence file; `notes` are lines to print under a model's grid."""
+    evidence file; `notes` are lines to print under a model's grid; `trends` a cell's sparkline
+    across nights (dayzero.history.pictures, our own SVG), drawn under its badge."""
     counts: dict[str, int] = {}
     for g in found:
         for r in g.cells.values():
@@ -138,7 +141,7 @@ def to_html(
     )
     out = [f'<fieldset class="filters"><legend>Show</legend>{legend}</fieldset>']
     for g in found:
-        out += _grid(g, esc, badge, href)
+        out += _grid(g, esc, badge, href, trends or {})
         out += [f"<p>{esc(line)}</p>" for line in notes.get(g.model, [])]
     return [*out, SCRIPT]
 
@@ -147,7 +150,7 @@ def _status(label: str) -> str:
     return label.split(" (", 1)[0]
 
 
-def _grid(g: Grid, esc, badge, href) -> list[str]:
+def _grid(g: Grid, esc, badge, href, trends: Mapping[str, str]) -> list[str]:
     modes = "".join(f'<th class="mode" colspan="{n}">{esc(mode)}</th>' for mode, n in g.modes)
     strategies = "".join(
         f'<th class="strategy" data-column="{esc(c)}">{esc(c.split("/", 1)[1])}</th>' for c in g.columns
@@ -175,7 +178,7 @@ def _grid(g: Grid, esc, badge, href) -> list[str]:
             tds.append(
                 f'<td data-cell="{esc(r.cell.id)}" data-kind="{esc(kind)}" data-column="{esc(column)}"'
                 f' data-status="{esc(r.status)}" data-label="{esc(r.label)}" title="{esc(title)}">'
-                f"{badge(r.status, text, link)}</td>"
+                f"{badge(r.status, text, link)}{trends.get(r.cell.id, '')}</td>"
             )
         out.append(f'<tr data-kind="{esc(kind)}"><th class="kind">{esc(kind)}</th>{"".join(tds)}</tr>')
     return [*out, "</tbody></table>"]

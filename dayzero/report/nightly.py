@@ -5,6 +5,9 @@ Layout under the nightly root (default `reports/nightly`):
     nights/<UTC stamp>/           one night: evidence/, runs/, allure-results/, acceptance.*,
                                   regressions.json, allure-report/index.html
     allure-history.jsonl          Allure 3's history, appended by every night's report (trends)
+    history.sqlite                the results store every night is ingested into (dayzero.history;
+                                  or the PostgreSQL DSN of --store): regressions.json's "history"
+                                  says which change points are new tonight, persist or recovered
     latest                        symlink to the newest night
 
 A **regression** is a metric of a cell that got worse than the previous night's value by more
@@ -48,6 +51,8 @@ MIN_BAND_MS = 2.0
 NIGHTS = "nights"
 HISTORY = "allure-history.jsonl"
 REGRESSIONS = "regressions.json"
+STORE = "history.sqlite"  # the results store (dayzero.history), under the nightly root by default
+HISTORY_WORDS = {"new": "NEW REGRESSION", "persist": "regression persists", "recovered": "RECOVERED"}
 LATENCY_STATS = ("mean", "median", "p90", "p99")
 
 
@@ -285,6 +290,7 @@ def pytest_command(args, night: Path, baseline: Path | None) -> list[str]:
 
 def run_nightly(args) -> int:
     """One night: pytest over the matrix (xdist), regressions vs the previous night, the report."""
+    from dayzero.history import trends  # reads this module's metric levels
     from dayzero.report import allure_build
 
     root = Path(args.root).resolve()
@@ -298,9 +304,26 @@ def run_nightly(args) -> int:
     env = {**os.environ, "DAYZERO_RUN_ID": f"nightly-{stamp}"}
     code = subprocess.run(cmd, cwd=args.suites_root, env=env).returncode
     result = compare_nights(baseline, night, args.band)
+    store = getattr(args, "store", None) or root / STORE
+    result["history"] = trends.night(store, night, latest_by_cell(night))
     atomic.write_json(night / REGRESSIONS, result, sort_keys=False)
     for r in result["regressions"]:
         print(f"[nightly] REGRESSION {r['cell']}: {r['message']}", file=sys.stderr)
+    for word in ("new", "persist", "recovered"):
+        for r in result["history"].get(word, ()):
+            print(f"[nightly] history: {HISTORY_WORDS[word]} {r['cell']}: {r['message']}", file=sys.stderr)
+    if "not_available" in result["history"]:
+        print(f"[nightly] history: {result['history']['not_available']}", file=sys.stderr)
+    elif not args.no_report:
+        from dayzero.history.pictures import draw_night
+        from dayzero.spec.matrix import load_matrix
+
+        matrix = load_matrix(getattr(args, "nightly_matrix", None) or args.matrix)
+        drawn = draw_night(store, night, matrix, latest_by_cell(night))
+        print(
+            f"[nightly] history drawn: {len(drawn) - 1} benchmark card(s), trends in {drawn[0]}",
+            file=sys.stderr,
+        )
     print(
         f"[nightly] {len(result['compared'])} metric(s) compared, {len(result['regressions'])} regression(s)",
         file=sys.stderr,

@@ -1,0 +1,119 @@
+"""Pictures of a history: a sparkline per cell for the acceptance grid, and a series with its
+change points (and the level between them) for the benchmark card. `sparkline` and
+`series_chart` are pure (data in, SVG out); `sparklines` and `charts` read a store for them."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from dayzero.history import trends
+from dayzero.history.store import SeriesPoint
+from dayzero.history.trends import SeriesChange
+from dayzero.report import plots
+
+SPARK_W, SPARK_H = 72, 18
+
+
+def sparkline(values: Sequence[float], marks: Sequence[int] = (), title: str = "") -> str:
+    """A small inline SVG of a series; `marks` are the change points' nights (red ticks)."""
+    if len(values) < 2:
+        return ""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+
+    def at(i: int, v: float) -> tuple[float, float]:
+        return 1 + i * (SPARK_W - 2) / (len(values) - 1), SPARK_H - 2 - (v - lo) / span * (SPARK_H - 4)
+
+    path = " ".join("{:.1f},{:.1f}".format(*at(i, v)) for i, v in enumerate(values))
+    ticks = "".join(
+        f'<line class="change" x1="{at(i, lo)[0]:.1f}" y1="0" x2="{at(i, lo)[0]:.1f}" y2="{SPARK_H}" '
+        'stroke="#dc2626" stroke-width="1.5"/>'
+        for i in marks
+    )
+    return (
+        f'<svg class="spark" xmlns="http://www.w3.org/2000/svg" width="{SPARK_W}" height="{SPARK_H}" '
+        f'viewBox="0 0 {SPARK_W} {SPARK_H}"><title>{html.escape(title)}</title>{ticks}'
+        f'<polyline fill="none" stroke="#2563eb" stroke-width="1.2" points="{path}"/></svg>'
+    )
+
+
+def series_chart(cell: str, series: str, points: Sequence[SeriesPoint], found: Sequence[SeriesChange]) -> str:
+    """A series night by night, the level it held between change points, and each change point
+    marked with its night, its size and what changed with it (the marker's tooltip)."""
+    index = {p.run_id: i for i, p in enumerate(points)}
+    cuts = [index[c.run_id] for c in found]
+    edges = [0, *cuts, len(points)]
+    level = []
+    for a, b in zip(edges, edges[1:], strict=False):
+        mean = sum(p.value for p in points[a:b]) / (b - a)
+        level += [(float(a), mean), (float(b - 1), mean)]
+    marks = tuple((float(index[c.run_id]), points[index[c.run_id]].value) for c in found)
+    labels = tuple(
+        f"{c.finished[:10]} {c.change_pct:+.1f}% "
+        + (", ".join(f"{k} {a} -> {b}" for k, (a, b) in c.changed.items()) or "nothing recorded changed")
+        for c in found
+    )
+    return plots.line_chart(
+        [
+            plots.Series("each night", tuple((float(i), p.value) for i, p in enumerate(points)), radius=1.5),
+            plots.Series("level between changes", tuple(level), colour=6, dashed=True, radius=0),
+            plots.Series("change point", marks, colour=1, labels=labels, line=False, radius=6),
+        ],
+        f"{cell}: {series}",
+        f"night (first: {points[0].finished[:10]})" if points else "night",
+        series,
+    )
+
+
+def main_series(names: Sequence[tuple[str, bool]]) -> str | None:
+    """The series a cell is pictured by: its first output throughput, else its first series."""
+    ordered = sorted(names, key=lambda n: (not n[0].startswith("output_throughput@"), n[0]))
+    return ordered[0][0] if ordered else None
+
+
+def sparklines(store, cells: Sequence[str]) -> dict[str, str]:
+    """cell -> its main series' sparkline, change points marked (cells without runs left out)."""
+    out = {}
+    for cell in cells:
+        names = store.series_names(cell)
+        series = main_series(names)
+        if series is None:
+            continue
+        points = store.series(cell, series)
+        found = trends.found(cell, series, dict(names)[series], points)
+        index = {p.run_id: i for i, p in enumerate(points)}
+        last = f"{points[-1].value:g}" if points else "-"
+        title = f"{series}: {len(points)} night(s), latest {last}" + "".join(
+            f"; {c.finished[:10]} {c.change_pct:+.1f}%" for c in found
+        )
+        out[cell] = sparkline([p.value for p in points], [index[c.run_id] for c in found], title)
+    return out
+
+
+def charts(store, cells: Sequence[str]) -> list[str]:
+    """Each cell's main series as a chart with its change points."""
+    out = []
+    for cell in cells:
+        names = store.series_names(cell)
+        series = main_series(names)
+        if series is not None:
+            points = store.series(cell, series)
+            out.append(
+                series_chart(cell, series, points, trends.found(cell, series, dict(names)[series], points))
+            )
+    return out
+
+
+def draw_night(target, night_dir, matrix, cells: Sequence[str]) -> list[str]:
+    """The night's pictures of its history: the acceptance page again with each cell's trend, and
+    the benchmark cards of the models that ran with each cell's series (the Allure report attaches
+    the cards). Returns the files written."""
+    from dayzero.history.store import open_store
+    from dayzero.report.acceptance import write_acceptance
+    from dayzero.report.benchcard import write_cards
+
+    models = sorted({c.split("/", 1)[0] for c in cells})
+    with open_store(target) as store:
+        page = write_acceptance(matrix, night_dir, trends=sparklines(store, [c.id for c in matrix.cells]))
+        return [str(page), *map(str, write_cards(matrix, night_dir, models, history=store))]

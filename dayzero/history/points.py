@@ -1,0 +1,110 @@
+"""What the history keeps of one evidence document: its points (series -> value) and its facts.
+
+A **series** is one metric of one cell, named `metric@workload` (`output_throughput@chat/c4`,
+`median_ttft_ms@chat/c4`, `accuracy:gsm8k-mini`, `speculative:accept_length@chat`,
+`joules_per_token@chat/c4`). The **facts** are what a change point is attributed to: what the
+run ran (engine version, recipe digest, harness) and where (hosts, driver, weights checksums).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dayzero.report.nightly import direction, levels
+
+# the levels a history follows: throughputs, TTFT, inter-token latency (tails included)
+FOLLOWED = (
+    "output_throughput",
+    "total_token_throughput",
+    "request_throughput",
+    "median_ttft_ms",
+    "p90_ttft_ms",
+    "median_itl_ms",
+    "p90_itl_ms",
+    "median_tpot_ms",
+)
+FACTS = ("engine", "recipe", "harness", "hosts", "driver", "weights")
+
+
+@dataclass(frozen=True)
+class Point:
+    series: str
+    value: float
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class Run:
+    """One evidence document as the store indexes it."""
+
+    cell: str
+    run_id: str
+    finished: str  # ISO time the run ended: the order of a series
+    source: str
+    vendor: str | None  # the vendor of accepted submission evidence, else None
+    verdict: str
+    facts: dict[str, str]
+    points: tuple[Point, ...]
+
+
+def _workload(check_name: str) -> str:
+    return check_name.split("@", 1)[1] if "@" in check_name else ""
+
+
+def points(doc: dict) -> list[Point]:
+    """The followed metrics of a document's checks; a metric seen twice (two floors on one
+    workload carry the same summaries) is kept once, first wins."""
+    out: dict[str, Point] = {}
+    for check in doc.get("checks") or ():
+        name, kind, measured = check["name"], check["kind"], check.get("measured")
+        details = check.get("details") or {}
+        if kind == "performance":
+            where = _workload(name)
+            for metric, (value, _) in levels(check).items():
+                if metric in FOLLOWED:
+                    series = f"{metric}@{where}" if where else metric
+                    out.setdefault(series, Point(series, value, bool(direction(metric))))
+            joules = (details.get("energy") or {}).get("joules_per_token")
+            if isinstance(joules, int | float):
+                series = f"joules_per_token@{where}"
+                out.setdefault(series, Point(series, float(joules), False))
+        elif isinstance(measured, int | float) and name.startswith(("accuracy:", "speculative:")):
+            out.setdefault(name, Point(name, float(measured), True))
+    return sorted(out.values(), key=lambda p: p.series)
+
+
+def facts(doc: dict) -> dict[str, str]:
+    """What the run ran and where, each as one comparable string."""
+    hosts = doc.get("hosts") or []
+    seen = [h.get("facts") or {} for h in hosts]
+    weights = sorted(
+        {
+            f"{m.get('path', '?')}={m['sha256'][:16]}"
+            for f in seen
+            for m in f.get("model_files") or ()
+            if m.get("sha256")
+        }
+    )
+    engine = doc.get("engine") or {}
+    return {
+        "engine": f"{engine.get('name', '?')} {engine.get('version', '?')}",
+        "recipe": (doc.get("recipe") or {}).get("digest", "?"),
+        "harness": doc["run"].get("harness_version", "?"),
+        "hosts": ",".join(sorted(h["name"] for h in hosts)),
+        "driver": ",".join(sorted({str(f.get("driver_version")) for f in seen if f.get("driver_version")})),
+        "weights": ",".join(weights),
+    }
+
+
+def read(doc: dict) -> Run:
+    sub = doc.get("submission") or {}
+    return Run(
+        cell=doc["cell"],
+        run_id=doc["run"]["id"],
+        finished=doc["run"]["finished"],
+        source=doc.get("source", "dayzero"),
+        vendor=sub.get("vendor") if sub else None,
+        verdict=doc["verdict"],
+        facts=facts(doc),
+        points=tuple(points(doc)),
+    )

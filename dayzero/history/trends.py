@@ -1,0 +1,131 @@
+"""A cell's series from the store, their change points attributed, and what they mean tonight.
+
+A change point is a **regression** when the new level is worse (lower throughput, higher
+latency). For the night just ingested, each series' regressions are:
+- **new**: found tonight and not in the series without tonight;
+- **persists**: found before, and the series has not come back since;
+- **recovered**: a later change point brought the series back at least half way, tonight
+  (it is said once: the night the recovery is first found).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from dayzero.history import changes
+from dayzero.history.store import SeriesPoint, Store
+
+
+@dataclass(frozen=True)
+class SeriesChange:
+    cell: str
+    series: str
+    run_id: str  # the first run at the new level
+    finished: str
+    before: float
+    after: float
+    change_pct: float
+    t: float
+    regression: bool
+    changed: dict[str, tuple[str, str]]  # fact -> (before, after): what changed with it
+
+    def describe(self) -> str:
+        what = "; ".join(
+            f"{k} {a or '-'} -> {b or '-'}" for k, a, b in ((k, *v) for k, v in self.changed.items())
+        )
+        return (
+            f"{self.series} {'regressed' if self.regression else 'improved'} {self.change_pct:+.1f}% "
+            f"({self.before:.4g} -> {self.after:.4g}, t {self.t:g}) "
+            f"from {self.finished[:10]} (run {self.run_id}); "
+            + (f"changed with it: {what}" if what else "nothing recorded changed with it")
+        )
+
+    def to_json(self) -> dict:
+        return {
+            **asdict(self),
+            "changed": {k: list(v) for k, v in self.changed.items()},
+            "message": self.describe(),
+        }
+
+
+def found(cell: str, series: str, higher: bool, points: list[SeriesPoint]) -> list[SeriesChange]:
+    """The change points of one series, attributed."""
+    facts = [p.facts for p in points]
+    out = []
+    for cp in changes.detect([p.value for p in points]):
+        at = points[cp.index]
+        out.append(
+            SeriesChange(
+                cell,
+                series,
+                at.run_id,
+                at.finished,
+                round(cp.before, 6),
+                round(cp.after, 6),
+                round(cp.change_pct, 2),
+                cp.t,
+                cp.worse(higher),
+                changes.attribute(facts, cp.index),
+            )
+        )
+    return out
+
+
+def cell_changes(store: Store, cell: str, since: str = "", vendor: bool = False) -> list[SeriesChange]:
+    """Every change point of a cell's series whose night is on or after `since` (ISO date)."""
+    out = []
+    for series, higher in store.series_names(cell):
+        points = store.series(cell, series, vendor=vendor)
+        out += [c for c in found(cell, series, higher, points) if c.finished >= since]
+    return out
+
+
+def tonight(store: Store, cell: str) -> dict[str, list[SeriesChange]]:
+    """The cell's regressions as of its newest run: new, persisting, recovered (see the module)."""
+    out: dict[str, list[SeriesChange]] = {"new": [], "persist": [], "recovered": []}
+    for series, higher in store.series_names(cell):
+        points = store.series(cell, series)
+        now, before = found(cell, series, higher, points), found(cell, series, higher, points[:-1])
+        yesterday = {_night(c.run_id, points): back for c, back in _regressions(before)}
+        for change, back in _regressions(now):
+            night = _night(change.run_id, points)
+            was = [yesterday[n] for n in (night, night - 1, night + 1) if n in yesterday]
+            if not back:
+                out["persist" if was else "new"].append(change)
+            elif not was or not was[0]:  # recovered since yesterday
+                out["recovered"].append(change)
+    return out
+
+
+def _night(run_id: str, points: list[SeriesPoint]) -> int:
+    return next(i for i, p in enumerate(points) if p.run_id == run_id)
+
+
+def _regressions(found: list[SeriesChange]) -> list[tuple[SeriesChange, bool]]:
+    """Each regression of a series and whether a later change point recovered it."""
+    return [(c, any(_recovers(c, r) for r in found[i + 1 :])) for i, c in enumerate(found) if c.regression]
+
+
+def _recovers(regression: SeriesChange, later: SeriesChange) -> bool:
+    """A later improvement that takes back at least half of the regression's loss."""
+    lost = regression.before - regression.after
+    return not later.regression and abs(later.after - regression.after) >= abs(lost) / 2
+
+
+def night(target, night_dir, cells) -> dict:
+    """Ingest one night into the store and word its cells' regressions; what could not be done
+    (no 'history' extra, a store that does not answer) is said in the result, never raised: the
+    previous-night comparison still stands."""
+    from dayzero.errors import DayzeroError
+    from dayzero.history.store import open_store
+
+    try:
+        with open_store(target) as store:
+            store.ingest_folder(night_dir)
+            words: dict[str, list] = {"new": [], "persist": [], "recovered": []}
+            for cell in sorted(cells):
+                for word, found in tonight(store, cell).items():
+                    words[word] += [c.to_json() for c in found]
+            return {"store": store.where, **words}
+    except DayzeroError as exc:
+        return {"store": str(target).split("@")[-1], "not_available": str(exc)}

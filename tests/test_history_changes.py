@@ -1,0 +1,122 @@
+"""Change points on synthetic nightly series: 60 nights, Gaussian noise of sigma 2% of the level.
+
+Each case runs over many seeded series, so what it states is a rate, measured, not the luck of
+one draw (dayzero/history/changes.py states the rates measured over 2000 and 200 series):
+- pure noise: about one series in 100-200 shows a change point (the rate is measured and printed);
+- a persistent 10% shift (5 sigma) is found at its night, 5% (2.5 sigma) at it in three series of
+  four and within one night in nineteen of twenty; 3% (1.5 sigma) within one night in two of three
+  and at all in nine of ten: a 1.5-sigma step's night is uncertain by a night or two whatever the
+  method (the split found is the maximum-likelihood one);
+- a one-night blip, even of 50%, is a change point no more often than pure noise is;
+- a slow drift is found once it has moved, and not before it starts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+np = pytest.importorskip("numpy", reason="the 'history' extra (tools/setup installs it)")
+from dayzero.history import changes  # noqa: E402
+
+NIGHTS, SIGMA, SHIFT_AT = 60, 0.02, 30
+
+
+def noisy(seed: int, nights: int = NIGHTS):
+    return 100 * (1 + SIGMA * np.random.default_rng(seed).standard_normal(nights))
+
+
+def found_at(values) -> list[int]:
+    return [c.index for c in changes.detect(values)]
+
+
+def test_pure_noise_false_positive_rate_is_measured_and_low(capsys):
+    series = 400
+    flagged = sum(bool(found_at(noisy(seed))) for seed in range(series))
+    rate = flagged / series
+    with capsys.disabled():
+        print(f"\n[history] pure noise, {series} series of {NIGHTS} nights: {rate:.1%} show a change point")
+    assert rate <= 0.02
+
+
+@pytest.mark.parametrize(
+    ("shift", "at_night", "within_one"),  # least share of 50 series: found at the night / within one
+    [(0.10, 0.95, 1.0), (0.05, 0.6, 0.85), (0.03, 0.3, 0.55)],
+)
+@pytest.mark.parametrize("down", [True, False], ids=["drop", "rise"])
+def test_a_persistent_shift_is_found_at_its_night(shift, at_night, within_one, down):
+    exact = near = 0
+    for seed in range(50):
+        x = noisy(1000 + seed)
+        x[SHIFT_AT:] *= 1 - shift if down else 1 + shift
+        cuts = changes.detect(x)
+        exact += any(c.index == SHIFT_AT for c in cuts)
+        near += any(abs(c.index - SHIFT_AT) <= 1 for c in cuts)
+        for c in cuts:
+            if abs(c.index - SHIFT_AT) <= 1:
+                assert c.worse(higher_is_better=True) == down
+    assert exact / 50 >= at_night and near / 50 >= within_one, (exact, near)
+
+
+def test_one_seeded_series_of_each_shift_at_its_night():
+    """The rates above, as one reader would check them: seed 0, the change point and its levels."""
+    for shift in (0.10, 0.05):
+        x = noisy(0)
+        x[SHIFT_AT:] *= 1 - shift
+        (cut,) = changes.detect(x)
+        assert cut.index == SHIFT_AT and cut.change_pct == pytest.approx(-shift * 100, abs=1.5)
+
+
+@pytest.mark.parametrize("blip", [0.10, 0.20, 0.50, -0.30])
+def test_a_one_night_blip_is_not_a_change_point(blip):
+    flagged = 0
+    for seed in range(100):
+        x = noisy(seed)
+        x[SHIFT_AT] *= 1 - blip
+        flagged += bool(found_at(x))
+    assert flagged <= 3  # the pure-noise rate: the blip adds nothing
+
+
+def test_a_slow_drift_is_found_after_it_starts_and_never_before():
+    starts, missed = [], 0
+    for seed in range(50):
+        x = noisy(seed)
+        x[20:] *= 1 - 0.005 * np.arange(NIGHTS - 20)  # 0.5% a night: 20% lower after 40 nights
+        cuts = changes.detect(x)
+        missed += not cuts
+        starts += [cuts[0].index] if cuts else []
+        assert all(c.worse(higher_is_better=True) for c in cuts if c.index >= 20)
+    assert missed == 0 and sorted(starts)[len(starts) // 10] >= 18  # nine in ten at or after it
+
+
+def test_noise_is_estimated_past_steps_and_blips():
+    x = noisy(7)
+    x[30:] *= 0.8
+    x[10] *= 2
+    assert changes.noise(x) == pytest.approx(100 * SIGMA, rel=0.3)
+
+
+def test_a_series_shorter_than_two_levels_has_no_change_point():
+    assert changes.detect([100.0] * 5 + [50.0] * 4) == []
+    assert [c.index for c in changes.detect([100.0] * 5 + [50.0] * 5)] == [5]
+
+
+def test_a_change_point_is_attributed_to_what_changed_with_it():
+    facts = [{"recipe": "a", "engine": "1"}] * 10 + [{"recipe": "b", "engine": "1"}] * 10
+    assert changes.attribute(facts, 10) == {"recipe": ("a", "b")}
+    assert changes.attribute(facts, 11) == {"recipe": ("a", "b")}  # found one night late
+    assert changes.attribute(facts, 5) == {}
+
+
+def test_without_the_history_extra_the_error_says_how_to_install_it(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_ruptures(name, *args, **kwargs):
+        if name == "ruptures":
+            raise ImportError("No module named 'ruptures'", name="ruptures")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ruptures)
+    with pytest.raises(Exception, match=r"dayzero\[history\]"):
+        changes.detect([1.0] * 20)

@@ -1,0 +1,108 @@
+"""`dayzero history` over a folder of nights, and the nightly words for regressions (new, persist,
+recovered): synthetic nights with a planted slowdown whose recipe changed with it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("ruptures", reason="the 'history' extra (tools/setup installs it)")
+
+from dayzero.cli import main  # noqa: E402
+from dayzero.history import trends  # noqa: E402
+from dayzero.history.store import open_store  # noqa: E402
+
+from .history_nights import CELL, WORKLOAD, night_doc, series_docs, write_nights  # noqa: E402
+
+SERIES = f"output_throughput@{WORKLOAD}"
+WOBBLE = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 0.985, 1.015]  # +-2%, the same every run
+
+
+def levels(*spans: tuple[int, float]) -> list[float]:
+    """Nights at given levels with a fixed wobble: (number of nights, level), ..."""
+    out: list[float] = []
+    for count, level in spans:
+        out += [level * WOBBLE[(len(out) + i) % len(WOBBLE)] for i in range(count)]
+    return out
+
+
+def run(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_ingest_then_changes_finds_the_planted_slowdown_and_its_recipe(tmp_path, capsys):
+    docs = series_docs(levels((15, 100.0), (15, 85.0)), changes={15: {"recipe": "fewer-threads"}})
+    write_nights(tmp_path / "nightly", docs)
+    store = str(tmp_path / "h.sqlite")
+    code, out = run(capsys, "history", "ingest", str(tmp_path / "nightly"), "--store", store, "--json")
+    assert code == 0 and json.loads(out)["ingested"] == 30
+    run(capsys, "history", "ingest", str(tmp_path / "nightly"), "--store", store)  # again: idempotent
+
+    code, out = run(capsys, "history", "changes", "--store", store, "--json", "--regressions")
+    (change,) = json.loads(out)
+    assert change["series"] == SERIES and change["run_id"] == docs[15]["run"]["id"]
+    assert change["changed"] == {"recipe": ["370a065910226f54", "fewer-threads"]}
+    assert change["change_pct"] == pytest.approx(-15, abs=1.5)
+
+    code, out = run(
+        capsys, "history", "changes", "--store", store, "--since", docs[16]["run"]["finished"][:10]
+    )
+    assert out.strip() == "(nothing)"
+
+    code, out = run(capsys, "history", "series", CELL, SERIES, "--store", store, "--json")
+    assert [p["value"] for p in json.loads(out)["points"]] == [d["checks"][0]["measured"] for d in docs]
+    code, out = run(capsys, "history", "series", CELL, "--store", store)
+    assert f"{SERIES}: 30 night(s)" in out
+
+
+def test_series_of_an_unknown_cell_or_series_says_what_exists(tmp_path, capsys):
+    store = str(tmp_path / "h.sqlite")
+    with open_store(store) as s:
+        s.ingest([("n.json", night_doc(0, 100.0))])
+    assert main(["history", "series", "nope/cpu/a/b", "--store", store]) == 1
+    assert "no runs of cell 'nope/cpu/a/b'" in capsys.readouterr().err
+    assert main(["history", "series", CELL, "bogus", "--store", store]) == 1
+    assert f"it has: accuracy:gsm8k-mini, median_ttft_ms@{WORKLOAD}, {SERIES}" in capsys.readouterr().err
+
+
+def tonight(tmp_path, values, **changes):
+    with open_store(tmp_path / "h.sqlite") as store:
+        store.rebuild(tmp_path / "none")
+        store.ingest((f"{i}.json", d) for i, d in enumerate(series_docs(values, **changes)))
+        return {k: [c.series for c in v] for k, v in trends.tonight(store, CELL).items()}
+
+
+def test_a_regression_is_new_the_night_it_is_found_then_persists_then_recovers(tmp_path):
+    values = levels((20, 100.0), (10, 80.0), (10, 100.0))
+    said = [tonight(tmp_path, values[: night + 1]) for night in range(len(values))]
+    words = [next((k for k, v in s.items() if v), "") for s in said]
+    first = words.index("new")
+    assert 20 <= first <= 24 and not any(words[:first])  # found within its first five nights, not before
+    assert set(words[first + 1 : 30]) == {"persist"}
+    back = words.index("recovered")
+    assert 30 <= back <= 34 and set(words[first + 1 : back]) == {"persist"}
+    assert not any(words[back + 1 :])  # said once, then quiet
+    assert said[first]["new"] == [SERIES]
+
+
+def test_a_quiet_history_has_nothing_to_say(tmp_path):
+    assert tonight(tmp_path, levels((30, 100.0))) == {"new": [], "persist": [], "recovered": []}
+
+
+def test_each_night_is_ingested_and_its_regressions_worded(tmp_path):
+    docs = series_docs(levels((20, 100.0), (8, 85.0)), changes={20: {"engine": "b4600"}})
+    paths = write_nights(tmp_path / "nightly", docs)
+    said = [trends.night(tmp_path / "h.sqlite", p.parent.parent, [CELL]) for p in paths]
+    first = next(i for i, s in enumerate(said) if s["new"])
+    (new,) = said[first]["new"]
+    assert new["run_id"] == docs[20]["run"]["id"] and new["changed"] == {
+        "engine": ["llama.cpp b4500", "llama.cpp b4600"]
+    }
+    assert "from 2026-09-21" in new["message"] and all(s["persist"] for s in said[first + 1 :])
+
+
+def test_a_night_without_a_reachable_store_says_why_and_goes_on(tmp_path):
+    said = trends.night("postgresql://nobody@127.0.0.1:9/none?connect_timeout=2", tmp_path, [CELL])
+    assert said["store"] == "127.0.0.1:9/none?connect_timeout=2" and "history store" in said["not_available"]
