@@ -11,6 +11,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from devlab.browser import AllureReportPage, Browser
 
 from .conftest import REPO
@@ -43,6 +45,7 @@ def allure_results(night):
     return [json.loads(p.read_text()) for p in (night / "allure-results").glob("*-result.json")]
 
 
+@pytest.mark.e2e  # three nights, each built into an Allure report (Node.js)
 def test_a_slower_host_is_flagged_as_a_regression_and_an_unchanged_one_is_not(tmp_path):
     card = stub_card()
     for floor in card["floors"]:

@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from devlab.browser import AllureReportPage, Browser
 
 from .conftest import REPO, run_pytest, write_yaml
@@ -32,6 +34,7 @@ def one_cell(model: str, port: int, **changes) -> dict:
     return card
 
 
+@pytest.mark.e2e  # the report built by Allure 3 (Node.js)
 def test_failed_and_broken_cells_land_in_their_categories(tmp_path):
     floor = one_cell("stubfloor", 18760)
     floor["floors"][0]["min"] = 1e9  # no server reaches it

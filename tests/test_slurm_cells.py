@@ -293,6 +293,7 @@ def test_slurmctld_killed_mid_cell_breaks_the_cell_and_leaves_no_engine(spent_sl
     _wait_until(lambda: not ours() and not _engines(), f"{ours()} {_engines()}", 90)
 
 
+@pytest.mark.e2e  # a real slurmctld
 def test_allocation_never_granted_within_lease_wait_breaks_the_cell(bed, tmp_path):
     holder = subprocess.run(
         ["sbatch", "--parsable", "-N2", "--exclusive", "-o", "/dev/null", "--wrap", "exec sleep 600"],
