@@ -84,11 +84,13 @@ def test_engine_missing_is_infrastructure(tmp_path, local_inventory):
     assert doc["verdict"] == "broken"
 
 
-def test_port_in_use_is_refused_before_launch(tmp_path, local_inventory):
+def test_port_in_use_is_refused_before_launch(tmp_path, local_inventory, monkeypatch):
     import socket
 
     from dayzero.errors import InfrastructureError
+    from dayzero.lab import deploy
 
+    monkeypatch.setattr(deploy, "PORT_GRACE", 2)  # the wait for a port is not under test here: its end is
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
