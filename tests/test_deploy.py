@@ -90,7 +90,7 @@ def test_port_in_use_is_refused_before_launch(tmp_path, local_inventory, monkeyp
     from dayzero.errors import InfrastructureError
     from dayzero.lab import deploy
 
-    monkeypatch.setattr(deploy, "PORT_GRACE", 2)  # the wait for a port is not under test here: its end is
+    monkeypatch.setattr(deploy, "PORT_GRACE", 2)  # the refusal is under test, not the grace's length
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
