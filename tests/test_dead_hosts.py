@@ -218,3 +218,38 @@ def test_the_lease_wait_waits_only_for_a_live_host_someone_else_holds_and_names_
     )
     assert "lab2" not in message, "a dead host is not among those waited for"
     assert "connection refused" in pool.quarantined()["lab2"]
+
+
+def test_a_host_whose_dial_went_unanswered_is_not_dialled_again_by_its_teardown(tmp_path):
+    """A port that takes connections and never speaks SSH (a stopped sshd) uses the whole connect
+    timeout; the cell's teardown then has several steps on that host (kill, log copy, lease
+    release), and each would wait as long again: the next dials fail at once, naming the first
+    one's cause. A refused port (a host rebooting) is dialled again."""
+    from dayzero.errors import HostUnreachable
+    from dayzero.lab.transport.ssh.config import SshTarget
+    from dayzero.lab.transport.ssh.hostkeys import Trust
+    from dayzero.lab.transport.ssh.pool import _Pool
+
+    trust = Trust(tmp_path / "known_hosts")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        target = SshTarget("stopped", "127.0.0.1", silent.getsockname()[1], "root")
+        pool = _Pool()
+        with pytest.raises(HostUnreachable, match="no SSH answer within 1s") as first:
+            pool.get(target, trust, connect_timeout=1)
+        silent.setblocking(False)
+        silent.accept()[0].close()  # the first dial's connection
+        for _ in range(3):
+            with pytest.raises(HostUnreachable, match="not dialled again") as again:
+                pool.get(target, trust, connect_timeout=1)
+            assert str(first.value) in str(again.value)
+        with pytest.raises(BlockingIOError):  # no other connection came
+            silent.accept()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: refused
+        target = SshTarget("rebooting", "127.0.0.1", closed.getsockname()[1], "root")
+        for _ in range(2):
+            with pytest.raises(HostUnreachable, match="connection refused") as refused:
+                pool.get(target, trust, connect_timeout=1)
+            assert "not dialled again" not in str(refused.value)

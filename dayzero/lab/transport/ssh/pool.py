@@ -37,9 +37,11 @@ DEAD_AFTER_S = 20
 # Tries of a dial (CONNECT_TRIES) are this far apart; a host that still does not answer is
 # HostUnreachable, and the host pool quarantines it for the run.
 RETRY_PAUSE_S = 1.0
-# A host that fell silent mid-command is not dialled again for this long: the cell's teardown
-# (kill, log copy, lease release: each a reconnect that would wait CONNECT_TIMEOUT_S) fails at
-# once, and the host's watchdog stops what runs there once its lease goes stale.
+# A host that fell silent mid-command, or whose dial used the whole connect timeout unanswered,
+# is not dialled again for this long: the cell's teardown (kill, log copy, lease release: each a
+# reconnect that would wait CONNECT_TIMEOUT_S again) fails at once, and the host's watchdog stops
+# what runs there once its lease goes stale. (Measured: a host whose sshd stopped mid-cell kept
+# its cell's teardown waiting 15 s a step, 135 s in all, before this applied to dials too.)
 SILENT_HOLD_S = 60.0
 
 
@@ -69,6 +71,7 @@ class _Pool:
         self._connections: dict[tuple[SshTarget, Trust], Connection] = {}
         self._key_locks: dict[tuple[SshTarget, Trust], threading.Lock] = {}
         self._silent: dict[tuple[SshTarget, Trust], float] = {}  # when each fell silent
+        self._unanswered: dict[tuple[SshTarget, Trust], tuple[float, str]] = {}  # a dial's time-out
 
     def silenced(self, target: SshTarget, trust: Trust) -> None:
         """The host stopped answering: close its connection, do not dial it for SILENT_HOLD_S."""
@@ -94,7 +97,15 @@ class _Pool:
             if conn is not None:
                 log.info("%s: connection lost, reconnecting", target.describe())
                 conn.client.close()
-            conn = _connect(target, trust, self, connect_timeout)
+            when, why = self._unanswered.get(key, (-SILENT_HOLD_S, ""))
+            if (ago := time.monotonic() - when) < SILENT_HOLD_S:
+                raise HostUnreachable(f"{why}; not dialled again {ago:.0f}s later")
+            try:
+                conn = _connect(target, trust, self, connect_timeout)
+            except HostUnreachable as exc:
+                if not exc.retry:  # it used the whole timeout: the next dial would wait as long
+                    self._unanswered[key] = (time.monotonic(), str(exc))
+                raise
             with self._lock:
                 self._connections.pop(key, None)
                 self._connections[key] = conn  # after its jumps, so close_all closes it first
@@ -113,6 +124,7 @@ class _Pool:
         self._connections = {}
         self._key_locks = {}
         self._silent = {}
+        self._unanswered = {}
 
 
 POOL = _Pool()
@@ -167,9 +179,9 @@ def unreachable_cause(
     if isinstance(exc, ConnectionRefusedError):
         return f"connection refused on port {port} (no sshd listening)", True
     if isinstance(exc, TimeoutError):
-        return f"no answer within {timeout:g}s", False
+        return f"no answer within {timeout:.3g}s", False
     if isinstance(exc, paramiko.SSHException) and ("banner" in str(exc) or took >= 0.9 * timeout):
-        return f"no SSH answer within {timeout:g}s (the port takes connections; nothing speaks SSH)", False
+        return f"no SSH answer within {timeout:.3g}s (the port takes connections; nothing speaks SSH)", False
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror, True
     return str(exc) or type(exc).__name__, True
@@ -186,7 +198,7 @@ def _connect(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> Co
         except HostUnreachable as exc:
             if not exc.retry or tries == CONNECT_TRIES or deadline - time.monotonic() < RETRY_PAUSE_S:
                 took, word = time.monotonic() - started, "try" if tries == 1 else "tries"
-                raise HostUnreachable(f"{exc} ({tries} {word} in {took:.0f}s)") from None
+                raise HostUnreachable(f"{exc} ({tries} {word} in {took:.0f}s)", exc.retry) from None
         time.sleep(RETRY_PAUSE_S)
     raise AssertionError("not reached")  # pragma: no cover
 
