@@ -7,6 +7,7 @@ is the real llama-server given a model file that does not exist.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 
@@ -252,3 +253,31 @@ def test_an_engine_killed_by_a_signal_is_reported_with_the_signal_named(
     assert outcome.verdict == "failed", outcome.error
     assert "server[0] on local exited before the cell became ready" in outcome.error
     assert f"killed by SIG{sig}" in outcome.error and words in outcome.error, outcome.error
+
+
+def test_a_started_process_is_alive_at_once_even_when_its_setsid_is_slow(tmp_path, monkeypatch):
+    """`start` returns the background pid at the fork, before the child's `setsid` made it a group
+    leader; a liveness check in that window found no member of the group, and a just-started
+    engine read as exited while it went on running outside every kill (CI, twice: an SGLang
+    router "exited" 1 s after its start with no status). A `setsid` that takes 1 s to start
+    (a loaded host) widens the window: the start returns once the group exists."""
+    from dayzero.lab.transport.local import LocalTransport
+
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    real = shutil.which("setsid")
+    (slow / "setsid").write_text(f'#!/bin/sh\nsleep 1\nexec {real} "$@"\n')
+    (slow / "setsid").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{slow}:{os.environ['PATH']}")
+    inv = write_yaml(
+        tmp_path / "hosts.yaml",
+        {"hosts": {"here": {"transport": "local", "address": "127.0.0.1", "hardware": "cpu"}}},
+    )
+    transport = LocalTransport(load_inventory(inv, {"cpu"}).hosts[0])
+    marker = str(random.randint(100000, 999999))
+    proc = transport.start(f"sleep {marker}", env={}, log_path=str(tmp_path / "server.log"))
+    try:
+        assert transport.alive(proc), "the group of a process just started was not found"
+    finally:
+        transport.kill(proc, grace=1)
+    assert not processes_matching(f"sleep {marker}")

@@ -28,6 +28,18 @@ def group_alive(pgid: int | str) -> str:
     return f"ps -e -o pgid= -o stat= | awk -v g={g} '$1 == g && $2 !~ /^Z/ {{f = 1}} END {{exit !f}}'"
 
 
+def group_started(pid: str = "$p") -> str:
+    """Shell text: wait (5 s at most) until background process `pid` leads a group of its own
+    (its `setsid` ran) or is gone. `$!` is known at the fork, before the child's setsid: a group
+    check in that window finds no member, and a just-started engine read as exited while it went
+    on running outside every kill (seen twice in CI: an SGLang router "exited" 1 s after its
+    start, no status recorded, and ran on until the testbed was torn down)."""
+    return (
+        f"i=0; while [ $i -lt 100 ] && kill -0 {pid} 2>/dev/null && "
+        f'[ "$(ps -o pgid= -p {pid} | tr -d " ")" != "{pid}" ]; do sleep 0.05; i=$((i+1)); done'
+    )
+
+
 def watch_loop(pgid: int | str, heartbeat: str, timeout: float, cleanup: str = "") -> str:
     """Shell text of a dead man's switch: kill process group `pgid` (as in `group_alive`) once
     `heartbeat` is not touched for `timeout` seconds (controller killed, connection lost) or no
@@ -163,7 +175,7 @@ class Transport(abc.ABC):
         wrapper = (
             f'mkdir -p "$(dirname {quote(log_path)})" || exit 1; {cd}'
             f"setsid bash -c {quote(inner)} > {quote(log_path)} 2>&1 < /dev/null & "
-            f"echo $! > {quote(log_path + '.pgid')}; echo $!"
+            f"p=$!; echo $p > {quote(log_path + '.pgid')}; {group_started()}; echo $p"
         )
         result = self.check(wrapper, timeout=30)
         try:
@@ -179,7 +191,10 @@ class Transport(abc.ABC):
         cleanup = f"sh {quote(cleanup_file(proc.log_path))} 2>/dev/null"
         loop = watch_loop(proc.pgid, heartbeat, timeout, cleanup)
         pidfile = quote(watchdog_log(proc.log_path) + ".pgid")  # found by kill_unrecorded, kill_recorded
-        wrapper = f"setsid bash -c {quote(loop)} > /dev/null 2>&1 < /dev/null & echo $! > {pidfile}; echo $!"
+        wrapper = (
+            f"setsid bash -c {quote(loop)} > /dev/null 2>&1 < /dev/null & "
+            f"p=$!; echo $p > {pidfile}; {group_started()}; echo $p"
+        )
         result = self.check(wrapper, timeout=30)
         return RemoteProcess(self.host.name, int(result.stdout.split()[-1]), "")
 
