@@ -110,6 +110,10 @@ def relaxed_matrix(dest: Path) -> Path:
             "repetitions": 1,
             "prompts_per_concurrency": 1,
             "min_prompts": 4,
+            # Three SGLang processes and a router on two cores lag the client's event loop (p99
+            # 73-75 ms seen, against the 50 ms that marks a run invalid): the path is under test
+            # here, and the saturation check has tests of its own (test_measurement_client.py).
+            "saturation": {"lag_p99_ms": 500},
         }
         for part in (data, *(data.get("engines") or {}).values()):  # each engine's own rules too
             _relax_rules(part)
