@@ -168,9 +168,12 @@ class SlurmBed:
                     _signal(pid, 9)
         left = [p for p in pids.values() if p is not None]
         stepds = self.stepds()
-        for p in stepds:
+        # a job's watchdog on the login host polls squeue until its job ends; with the controller
+        # gone it would poll until its own deadline (40 min), named by the bed's files it watches
+        watchdogs = [p for p in _all_pids() if p != os.getpid() and _mentions(p, self.directory)]
+        for p in stepds + watchdogs:
             _signal(p, 9)
-        left = _wait_gone(left + stepds, 10.0)
+        left = _wait_gone(left + stepds + watchdogs, 10.0)
         if left:
             raise TestbedError(f"processes {left} did not exit")
         shutil.rmtree(self.munge_socket.parent, ignore_errors=True)
@@ -188,6 +191,11 @@ def _program(name: str) -> str:
 
 def _all_pids() -> list[int]:
     return [int(e) for e in os.listdir("/proc") if e.isdigit()]
+
+
+def _mentions(pid: int, directory: Path) -> bool:
+    """Does the command line of `pid` name a path under `directory`?"""
+    return str(directory) + "/" in _read(f"/proc/{pid}/cmdline")
 
 
 def _holds_file_under(pid: int, directory: Path) -> bool:
