@@ -74,6 +74,7 @@ def local_inventory(tmp_path: Path):
             "workdir": str(tmp_path / "work"),
             "engine_setup": f'export PATH="{server_binary().parent}:{engines_venv() / "bin"}:$PATH"',
             "vars": {"model_root": str(model_path().parent)},
+            "max_foreign_load": 0,  # no contention check: its preflight sample costs a second a cell
         }
         host.update(fields)
         return write_yaml(tmp_path / "hosts.yaml", {"hosts": {"local": host}})
@@ -180,6 +181,7 @@ def one_card_context(tmp_path: Path, card: dict, host: dict, name: str = "local"
     shutil.copy(REPO / "matrix" / "hardware.yaml", mdir / "hardware.yaml")
     write_yaml(mdir / "models" / f"{card['model']}.yaml", card)
     fields = {"transport": "local", "address": "127.0.0.1", "hardware": "cpu", "accelerators": 1}
+    fields["max_foreign_load"] = 0  # no contention check: its preflight sample costs a second a cell
     inv = write_yaml(
         tmp_path / "hosts.yaml", {"hosts": {name: {**fields, "workdir": str(tmp_path / "work"), **host}}}
     )

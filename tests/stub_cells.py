@@ -20,7 +20,11 @@ STUB_PORT = 18740
 TOOLS = str(REPO / "tools")  # where `devlab.stub` lives (development tooling, not installed)
 
 
-def stub_card(*, model: str = "stubby", env: dict | None = None, echo_env: bool = False) -> dict:
+def stub_card(
+    *, model: str = "stubby", env: dict | None = None, echo_env: bool = False, repetitions: int = 1
+) -> dict:
+    """A one-host stub cell, measured `repetitions` times (one by default: a stub's speed is no
+    measurement; a test of the median over runs asks for more)."""
     serve = [sys.executable, "-m", "devlab.stub", "--port", "{port}", "--ttft", "{ttft}", "--metrics"]
     command = (
         ["sh", "-c", 'env; echo "setup: $DZ_SETUP_SEEN"; exec "$@"', "stub", *serve] if echo_env else serve
@@ -44,6 +48,7 @@ def stub_card(*, model: str = "stubby", env: dict | None = None, echo_env: bool 
         "cells": [
             {"hardware": ["cpu"], "modes": ["low_latency", "high_throughput"], "strategies": ["baseline"]}
         ],
+        "protocol": {"repetitions": repetitions},
         "floors": [
             {
                 "metric": "output_throughput",
@@ -87,6 +92,9 @@ def stub_inventory(root: Path, *, ttft: float = 0.1, setup: str = "", slots: int
         "slots": slots,
         "workdir": str(root / "work"),
         "vars": {"ttft": str(ttft)},
+        # a stub's floors say nothing of this machine's load: no contention check, and so no
+        # one-second load sample in each cell's preflight
+        "max_foreign_load": 0,
     }
     if setup:
         host["engine_setup"] = setup

@@ -26,6 +26,7 @@ def pool(tmp_path):
                 "transport": "local",
                 "hardware": "cpu",
                 "workdir": str(tmp_path / f"w{i}"),
+                "max_foreign_load": 0,  # no contention check: no one-second load sample a preflight
                 **({"engine_setup": "exit 3"} if f"h{i}" in unfit else {}),
             }
             for i in range(n)

@@ -131,3 +131,20 @@ def test_a_watch_ends_with_its_block_not_with_the_samplers_interval():
     with watching(t, (), interval=0.3) as samples:
         time.sleep(1.2)
     assert samples and samples[0].cores == os.cpu_count()
+
+
+def test_preflight_samples_the_foreign_load_only_where_the_check_is_on(tmp_path):
+    """The preflight's one-second sample serves the contention check: with the check off
+    (`max_foreign_load: 0`) it would only cost every cell a second, so it is not taken."""
+    from dataclasses import replace
+
+    from dayzero.lab.preflight import gather
+    from dayzero.spec.matrix import load_matrix
+
+    from .conftest import REPO
+
+    cpu = load_matrix(REPO / "matrix").hardware["cpu"]
+    for share, sampled in ((0.25, True), (0.0, False)):
+        host = replace(HOST, workdir=str(tmp_path), max_foreign_load=share)
+        facts = gather(LocalTransport(host), cpu, {}, bandwidth=1.0)
+        assert facts.reachable and (facts.foreign_load is not None) == sampled, (share, facts.foreign_load)

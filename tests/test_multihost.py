@@ -109,6 +109,7 @@ def two_hosts(tmp_path, names=("h1", "h2")):
             "hardware": "cpu",
             "accelerators": 1,
             "workdir": str(tmp_path / "work" / name),
+            "max_foreign_load": 0,  # no contention check: no one-second load sample a preflight
         }
         for name, address in (("h1", "127.0.0.1"), ("h2", "127.0.0.2"))
         if name in names

@@ -264,7 +264,8 @@ def gather(
             files = tuple({**f, **read.get(i, {})} for i, f in enumerate(files))
     ncpu = int(cpus) if cpus.isdigit() else None
     driver = driver_version(transport, tool)
-    load = hostload.sample(transport, interval=1.0)
+    # the contention check off (`max_foreign_load: 0`), its sample would only cost a second a cell
+    load = hostload.sample(transport, interval=1.0) if host.max_foreign_load > 0 else None
     if hardware.measured and bandwidth is None:
         bandwidth = memory_bandwidth(transport)
     return HostFacts(

@@ -394,7 +394,9 @@ def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
         keep_metrics=keep_metrics,
         engine=kind,
         recipe_digest=dep.recipe.digest,
-        watch=lambda: hostload.watching_hosts(dep.transports, cell_groups(dep)),
+        watch=lambda: hostload.watching_hosts(  # only where the contention check is on
+            {n: t for n, t in dep.transports.items() if t.host.max_foreign_load > 0}, cell_groups(dep)
+        ),
         host=dep.recipe.endpoint.host,
         power_watch=lambda options: power.watching_hosts(
             {name: t for name, t in dep.transports.items() if name != dep.recipe.endpoint.host}, options
