@@ -72,6 +72,24 @@ def test_agentic_sessions_share_a_long_prefix():
     assert len({s["turns"][0]["content"] for s in sessions}) == 4
 
 
+def test_random_prompts_are_the_draws_of_randrange_as_recorded_runs_have_them():
+    """Runs recorded before the prompts were drawn the fast way hold randrange's tokens: the
+    checker rebuilds them and must get the same ones (seeded Random, randint then randrange)."""
+    import math
+    import random
+
+    spec = {"from": "random", "isl": 48, "osl": 16, "range_ratio": 0.5, "vocab": [100, 49000], "seed": 7}
+    w = load_workload(WORKLOADS, "r", spec)
+    for repetition in (0, 2):
+        rng = random.Random(7 + repetition * 7_919)
+        for r in w.requests(6, repetition=repetition):
+            n_in = rng.randint(math.ceil(48 * 0.5), 48)
+            assert r["max_tokens"] == rng.randint(math.ceil(16 * 0.5), 16)
+            assert r["prompt"] == [rng.randrange(100, 49000) for _ in range(n_in)]
+    with pytest.raises(ConfigError, match="vocab"):
+        load_workload(WORKLOADS, "r", {**spec, "vocab": [5, 5]}).requests(1)
+
+
 def test_card_workloads_refine_suites_files_and_default_is_random():
     c = card(workloads={"short": {"from": "random", "isl": 16, "osl": 8}})
     assert resolve(c, "short", WORKLOADS).requests(1)[0]["input_len"] == 16
