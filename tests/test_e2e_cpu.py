@@ -69,11 +69,11 @@ def test_every_cpu_cell_runs_green(main_job):
         assert golden and not any((c.get("details") or {}).get("provenance_differs") for c in golden)
         # tool-call conformance, for real: llama-server's own tool calling on the low_latency cells
         tools = {c["name"]: c for c in doc["checks"] if c["name"].startswith("tools:")}
-        if doc["cell"].startswith("smollm2-135m/cpu+llama.cpp/low_latency/"):
+        if doc["cell"] == "smollm2-135m/cpu+llama.cpp/low_latency/baseline":
             assert set(tools) == {f"tools:{k}@tool-use" for k in ("finish_reason", "arguments", "trigger")}
             assert all(c["verdict"] == "passed" for c in tools.values()), tools
             trigger = tools["tools:trigger@tool-use"]["message"]
-            assert "against smollm2-135m/cpu+llama.cpp/low_latency/" in trigger
+            assert "against smollm2-135m/cpu+llama.cpp/low_latency/baseline" in trigger
             assert any(r.endswith("/tools-tool-use.json") for r in doc["records"])
         else:
             assert not tools, doc["cell"]
