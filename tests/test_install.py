@@ -124,10 +124,17 @@ def test_report_from_the_installed_package(installed, tmp_path):
 @pytest.mark.e2e
 @needs_engine
 def test_cpu_cell_from_the_installed_package(installed, tmp_path):
+    """The installed plugin runs a real cell end to end. On the short protocol (no sweeps, one
+    repetition): the path from an installed package is under test here; the main job
+    (tests/test_e2e_cpu.py) runs this cell's full protocol."""
+    from .submission_corpus.lab import relaxed_matrix
+
     python, scratch = installed
     reports = tmp_path / "reports"
+    matrix = relaxed_matrix(tmp_path / "matrix")
     done = _run(
-        [python, "-m", "pytest", "-p", "no:randomly", "-q", "-k", CPU_CELL, f"--reports={reports}"],
+        [python, "-m", "pytest", "-p", "no:randomly", "-q", "-k", CPU_CELL, f"--matrix={matrix}"]
+        + [f"--reports={reports}"],
         scratch,
         timeout=900,
     )
