@@ -103,14 +103,30 @@ def test_a_roles_step_starts_the_deployments_switch_before_anything_else():
 # -- a real Slurm ----------------------------------------------------------------------------------
 
 
-# Every llama.cpp cell and SGLang's one-rank cell: SGLang's cold start (~45 s a launch) keeps its
-# other cells to the SSH testbed (test_multihost_e2e), where they run across hosts.
-SLURM_CELLS = "cpu and (llama.cpp or (sglang and low_latency))"
+# One cell of each launch shape through Slurm: llama.cpp's one-host cell, its two cells of two
+# nodes (rpc_split: two ranks; routed: workers and a router) and SGLang's one-rank cell. The
+# other modes and strategies change the engine's flags, not the path (the main job runs them all);
+# SGLang's cold start (~45 s a launch) keeps its other cells to the SSH testbed (test_multihost_e2e).
+SLURM_CELLS = (
+    "cpu and baseline and ((llama.cpp and (low_latency or rpc_split or routed)) or (sglang and low_latency))"
+)
+
+
+def slurm_cell(c) -> bool:
+    """The cells `SLURM_CELLS` selects, read from the matrix."""
+    one_rank = c.mode == "low_latency"
+    return (
+        c.hardware == "cpu"
+        and c.strategy == "baseline"
+        and (one_rank or (c.engine == "llama.cpp" and c.mode in ("rpc_split", "routed")))
+    )
 
 
 @pytest.mark.e2e
 @needs_engine
-def test_every_cpu_cell_runs_through_slurm_with_two_workers(bed, quick_matrix, tmp_path):
+def test_each_launch_shape_of_the_cpu_cells_runs_through_slurm_with_two_workers(bed, quick_matrix, tmp_path):
+    """Each launch shape of the cpu cells through Slurm, two xdist workers: one job per cell holding
+    all of its nodes, and nothing left."""
     reports = tmp_path / "reports"
     result = run_pytest(
         "-m", SLURM_CELLS, "-n", "2", "-q", f"--hosts={bed.inventory}", f"--reports={reports}",
@@ -118,11 +134,8 @@ def test_every_cpu_cell_runs_through_slurm_with_two_workers(bed, quick_matrix, t
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:]
     matrix = load_matrix(quick_matrix)
-    cpu = {
-        c.id: hosts_needed(matrix.card(c), c)
-        for c in matrix.cells
-        if c.hardware == "cpu" and c.supported and (c.engine == "llama.cpp" or c.mode == "low_latency")
-    }
+    cpu = {c.id: hosts_needed(matrix.card(c), c) for c in matrix.cells if c.supported and slurm_cell(c)}
+    assert len(cpu) == 4, cpu
     assert any(c.startswith("smollm2-135m/cpu+sglang/") for c in cpu)
     assert f"{len(cpu)} passed" in result.stdout, result.stdout[-2000:]
     docs = _evidence(reports)
@@ -164,7 +177,9 @@ def test_a_node_failing_preflight_is_excluded_and_the_cell_moves(bed, tmp_path):
     _nothing_left(bed, timeout=15)
 
 
-def _start_cell(bed, reports: Path, *extra: str) -> subprocess.Popen:
+def _start_cell(bed, matrix: Path, reports: Path, *extra: str) -> subprocess.Popen:
+    """The llama.cpp low_latency cell on the short protocol (`quick_matrix`): a fault that the cell
+    only notices at its teardown (slurmctld gone) then costs seconds, not the full protocol."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -177,6 +192,7 @@ def _start_cell(bed, reports: Path, *extra: str) -> subprocess.Popen:
             "cpu",
             "-k",
             "llama.cpp and low_latency and baseline",
+            f"--matrix={matrix}",
             f"--hosts={bed.inventory}",
             f"--reports={reports}",
             *extra,
@@ -213,9 +229,9 @@ def _ends_broken(proc: subprocess.Popen, reports: Path, timeout: float = 180) ->
 
 @pytest.mark.e2e
 @needs_engine
-def test_job_cancelled_from_outside_mid_cell_breaks_the_cell(bed, tmp_path):
+def test_job_cancelled_from_outside_mid_cell_breaks_the_cell(bed, quick_matrix, tmp_path):
     reports = tmp_path / "reports"
-    proc = _start_cell(bed, reports)
+    proc = _start_cell(bed, quick_matrix, reports)
     _wait_progress(reports, "ready after", proc)
     (job,) = [line.split()[0] for line in _squeue(bed)]
     subprocess.run(["scancel", job], env=bed.env, check=True)
@@ -226,9 +242,9 @@ def test_job_cancelled_from_outside_mid_cell_breaks_the_cell(bed, tmp_path):
 
 @pytest.mark.e2e
 @needs_engine
-def test_node_set_down_mid_cell_breaks_the_cell(bed, tmp_path):
+def test_node_set_down_mid_cell_breaks_the_cell(bed, quick_matrix, tmp_path):
     reports = tmp_path / "reports"
-    proc = _start_cell(bed, reports)
+    proc = _start_cell(bed, quick_matrix, reports)
     text = _wait_progress(reports, "ready after", proc)
     node = text.split(" runs on ")[1].split()[0]
     update = ["scontrol", "update", f"nodename={node}"]
@@ -245,11 +261,11 @@ def test_node_set_down_mid_cell_breaks_the_cell(bed, tmp_path):
 
 @pytest.mark.e2e
 @needs_engine
-def test_dayzero_killed_mid_cell_its_job_ends_by_the_heartbeat(bed, tmp_path):
+def test_dayzero_killed_mid_cell_its_job_ends_by_the_heartbeat(bed, quick_matrix, tmp_path):
     """SIGKILL to the controller (pytest): nothing cancels the job but its watchdog on the login
     host, once the job slot's heartbeat is older than --heartbeat-timeout."""
     reports = tmp_path / "reports"
-    proc = _start_cell(bed, reports, "--heartbeat-timeout=6")
+    proc = _start_cell(bed, quick_matrix, reports, "--heartbeat-timeout=6")
     _wait_progress(reports, "ready after", proc)
     _wait_until(lambda: _squeue(bed) and _engines(), "the job and its engine", 10)
     os.kill(proc.pid, signal.SIGKILL)
@@ -259,7 +275,11 @@ def test_dayzero_killed_mid_cell_its_job_ends_by_the_heartbeat(bed, tmp_path):
 
 @pytest.mark.e2e
 @needs_engine
-def test_slurmctld_killed_mid_cell_breaks_the_cell_and_leaves_no_engine(spent_slurm_bed, tmp_path):  # noqa: F811
+def test_slurmctld_killed_mid_cell_breaks_the_cell_and_leaves_no_engine(
+    spent_slurm_bed,  # noqa: F811
+    quick_matrix,
+    tmp_path,
+):
     """slurmctld SIGKILLed while the cell runs: the cell is broken (the controller unreachable),
     its engine is gone from the node while slurmctld is still down (killing srun on the login
     host cannot end a step without the controller: the step's own switch on the node kills it
@@ -268,7 +288,7 @@ def test_slurmctld_killed_mid_cell_breaks_the_cell_and_leaves_no_engine(spent_sl
     the lost controller's time may retry it for minutes, so the next test gets a fresh one."""
     bed = spent_slurm_bed
     reports = tmp_path / "reports"
-    proc = _start_cell(bed, reports, "--heartbeat-timeout=20")
+    proc = _start_cell(bed, quick_matrix, reports, "--heartbeat-timeout=20")
     _wait_progress(reports, "ready after", proc)
     _wait_until(lambda: _squeue(bed) and _engines(), "the job and its engine", 10)
     bed.kill("slurmctld")
@@ -294,7 +314,7 @@ def test_slurmctld_killed_mid_cell_breaks_the_cell_and_leaves_no_engine(spent_sl
 
 
 @pytest.mark.e2e  # a real slurmctld
-def test_allocation_never_granted_within_lease_wait_breaks_the_cell(bed, tmp_path):
+def test_allocation_never_granted_within_lease_wait_breaks_the_cell(bed, quick_matrix, tmp_path):
     holder = subprocess.run(
         ["sbatch", "--parsable", "-N2", "--exclusive", "-o", "/dev/null", "--wrap", "exec sleep 600"],
         env=bed.env,
@@ -304,7 +324,7 @@ def test_allocation_never_granted_within_lease_wait_breaks_the_cell(bed, tmp_pat
     ).stdout.strip()
     try:
         reports = tmp_path / "reports"
-        proc = _start_cell(bed, reports, "--lease-wait=4")
+        proc = _start_cell(bed, quick_matrix, reports, "--lease-wait=4")
         doc = _ends_broken(proc, reports, timeout=120)
         assert "not granted within 4s: PENDING" in doc["error"], doc["error"]
         assert [line.split()[0] for line in _squeue(bed)] == [holder]
