@@ -325,9 +325,13 @@ def test_ssh_config_alias_as_address_binds_and_serves_on_its_hostname(lab, tmp_p
     assert doc["recipe"]["launches"][0]["host"] == "lab2" and real in doc["recipe"]["launches"][0]["command"]
 
 
-CRASH_RUNS = {  # engine -> the two one-host cells run on lab1 and lab2 by two xdist workers
-    "llama.cpp": "cpu and llama.cpp and low_latency",
-    "sglang": "cpu and sglang and baseline and (low_latency or high_throughput)",
+CRASH_RUNS = {  # engine -> (the one-host cells run by two xdist workers, the hosts they may lease)
+    # two cells on lab1 and lab2: the crashed worker's cell is broken, the other one passes
+    "llama.cpp": ("cpu and llama.cpp and low_latency", {"lab1", "lab2"}),
+    # one cell, on lab2: SGLang's process tree (launcher, scheduler, detokenizer) ends with its
+    # crashed worker; the other cell's verdict is the llama.cpp run's point (a second SGLang
+    # server beside it cost ~40 s of two cores and proved nothing new)
+    "sglang": ("cpu and sglang and low_latency and baseline", {"lab2"}),
 }
 
 
@@ -346,9 +350,10 @@ def test_a_crashed_xdist_worker_ends_its_cell_at_once_and_records_it_broken(
     """An xdist worker SIGKILLed mid-benchmark runs no teardown. The controller ends its cell's
     server and releases its lease at once (the watchdog's ttl here is 300 s), and records the
     cell broken, with evidence and an Allure result naming the worker; the other cell passes."""
-    inv = inventory_with(lab, tmp_path / "inv.yaml", {"lab1", "lab2"})
+    markers, hosts = CRASH_RUNS[engine]
+    inv = inventory_with(lab, tmp_path / "inv.yaml", hosts)
     reports = tmp_path / "reports"
-    proc = start_parallel(quick_matrix, CRASH_RUNS[engine], inv, reports, "--heartbeat-timeout=300")
+    proc = start_parallel(quick_matrix, markers, inv, reports, "--heartbeat-timeout=300")
     lab2 = lab.host("lab2").address
     leases = Path(yaml.safe_load(inv.read_text())["hosts"]["lab2"]["workdir"]) / "leases"
 
@@ -381,26 +386,25 @@ def test_a_crashed_xdist_worker_ends_its_cell_at_once_and_records_it_broken(
     assert f"xdist worker {owner['worker']} crashed while running {victim}" in out, out[-3000:]
     print(f"lab2 clean {took:.1f}s after its worker died")
     docs = {d["cell"]: d for d in evidence(reports)}
-    assert len(docs) == 2 and all(f"/cpu+{engine}/" in cell for cell in docs)
+    assert len(docs) == len(hosts) and all(f"/cpu+{engine}/" in cell for cell in docs)
     crashed = docs.pop(victim)
     assert crashed["verdict"] == "broken", crashed
     assert f"worker {owner['worker']} crashed" in crashed["error"], crashed["error"]
     assert [h["name"] for h in crashed["hosts"]] == ["lab2"] and crashed["run"]["worker"] == owner["worker"]
     assert crashed["logs"] and all((reports / rel).stat().st_size > 0 for rel in crashed["logs"])
     assert crashed["recipe"]["launches"][0]["host"] == "lab2", "the commands the worker ran, for the table"
-    ((other, doc),) = docs.items()
-    # The other cell is judged on its own. Two SGLang servers and their clients on one 2-core
-    # testbed may saturate the client (seen in CI: event-loop lag p99 75 ms): that measurement is
-    # invalid, a lab fault, never a product failure and never the crashed cell's verdict.
-    assert doc["verdict"] == "passed" or (
-        doc["verdict"] == "broken" and "invalid measurement" in doc["error"]
-    ), doc.get("error")
     found = [json.loads(p.read_text()) for p in (reports / "allure-results").glob("*-result.json")]
     results = {r["name"]: r for r in found}
-    assert results[other]["status"] == doc["verdict"]
     assert results[victim]["status"] == "broken", results[victim]
     assert {"name": "dayzero_category", "value": "infrastructure"} in results[victim]["labels"]
     assert owner["worker"] in results[victim]["statusDetails"]["message"]
-    assert results[victim]["testCaseId"] == results[other]["testCaseId"], "allure-pytest's id"
+    for other, doc in docs.items():  # the other cell is judged on its own
+        # a saturated client on the shared 2-core testbed (seen in CI with two SGLang servers:
+        # event-loop lag p99 75 ms) makes its measurement invalid: a lab fault, never a failure
+        assert doc["verdict"] == "passed" or (
+            doc["verdict"] == "broken" and "invalid measurement" in doc["error"]
+        ), doc.get("error")
+        assert results[other]["status"] == doc["verdict"]
+        assert results[victim]["testCaseId"] == results[other]["testCaseId"], "allure-pytest's id"
     assert re.search(rf"\| `{re.escape(victim)}` \| Broken \|", (reports / "acceptance.md").read_text())
     assert not servers_on(lab.host("lab1").address)
