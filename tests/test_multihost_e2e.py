@@ -405,6 +405,7 @@ def test_sigint_at_any_instant_of_a_cell_across_two_hosts_ends_the_run_interrupt
     data = yaml.safe_load(inventory(bed).read_text())
     for host in data["hosts"].values():
         host.setdefault("vars", {})["ttft"] = "0.05"
+        host["max_foreign_load"] = 0  # a stub's speed is no measurement: no load sample in preflight
     inv = tmp_path / "hosts.yaml"
     inv.write_text(yaml.safe_dump(data))
 
