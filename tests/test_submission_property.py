@@ -26,7 +26,7 @@ from dayzero.run.records import is_records_file
 from .submission_corpus.lab import VENDOR, Lab, make_lab
 from .submission_corpus.tarkit import Member, edit_json, read_members, resign, write_members
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAMES = st.sampled_from(
     [
         "evidence/x.json",
@@ -292,7 +292,7 @@ def test_resigned_raw_record_mutations_are_never_accepted(lab, data):
 CONSISTENT_EDITS = ("scale", "prompt", "generated", "drop", "duplicate")
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_consistent_record_mutations_are_never_accepted(lab, data):
     """A vendor edits raw records, reruns the checker's own recomputation into its evidence and
