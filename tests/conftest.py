@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from dayzero.lab.cache import engines_venv, model_path, server_binary
+from dayzero.spec import parser_cache
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))  # devlab: testbed, stub engine, browser (not installed)
@@ -32,6 +34,11 @@ def pytest_configure(config: pytest.Config) -> None:
     module_times.configure(config)  # the slowest tests and the time per module, in every run
     ci_skips.configure(config)  # under CI, a skip is a failure naming what is missing
     tiers.configure(config)  # the fast tier first, then the e2e tier
+    # The engines' parser answers (`dayzero lint`) are remembered for this session only, so each
+    # session reads the matrix with SGLang's own parser at least once (the runs it starts share it).
+    if not os.environ.get(parser_cache.ENV):
+        os.environ[parser_cache.ENV] = tempfile.mkdtemp(prefix="dayzero-lint-")
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(parser_cache.ENV), ignore_errors=True))
 
 
 def write_yaml(path: Path, data) -> Path:

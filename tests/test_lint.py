@@ -299,3 +299,44 @@ def test_sglang_cpu_cells_are_read_by_sglangs_own_parser(matrix_dir):
     assert rc == 1 and hits, out
     for mode in ("low_latency", "high_throughput", "tp2_nodes", "routed"):
         assert any(f"smollm2-135m/cpu+sglang/{mode}/baseline" in h for h in hits), (mode, hits)
+
+
+FAKE_PARSER = """#!{python}
+import json, sys
+commands = json.load(sys.stdin)["commands"]
+with open({log!r}, "a") as log:
+    log.write(json.dumps([c["argv"] for c in commands]) + "\\n")
+unknown = {{"kind": "unknown", "message": "x"}}
+flagged = [[{{"flag": a, **unknown}} for a in c["argv"] if a == "--bad"] for c in commands]
+print(json.dumps({{"versions": {{"sglang": "0.5.23"}}, "results": flagged}}))
+"""
+
+
+def test_the_engines_parser_answers_are_read_back_until_the_venv_changes(tmp_path, monkeypatch):
+    """Importing SGLang takes seconds a lint: an argv read before (same interpreter, script and
+    installed packages) is answered from the cache; only new ones reach the parser, and a package
+    installed or reinstalled in the venv starts afresh."""
+    import sys
+
+    venv = tmp_path / "venv"
+    python, log = venv / "bin" / "python3", tmp_path / "calls.log"
+    python.parent.mkdir(parents=True)
+    python.write_text(FAKE_PARSER.format(python=sys.executable, log=str(log)))
+    python.chmod(0o755)
+    record = venv / "lib" / "python3.11" / "site-packages" / "sglang-0.5.23.dist-info" / "RECORD"
+    record.parent.mkdir(parents=True)
+    record.write_text("sglang/__init__.py,,\n")
+    monkeypatch.setattr(lint, "engines_python", lambda: python)
+    monkeypatch.setenv("DAYZERO_LINT_CACHE", str(tmp_path / "cache"))
+    calls = lambda: log.read_text().splitlines() if log.exists() else []  # noqa: E731
+
+    good, bad = {"parser": "sglang", "argv": ["--tp", "2"]}, {"parser": "sglang", "argv": ["--bad"]}
+    first = lint._run_engine([good, bad])
+    assert first["results"] == [[], [{"flag": "--bad", "kind": "unknown", "message": "x"}]]
+    assert lint._run_engine([bad, good]) == {"versions": first["versions"], "results": first["results"][::-1]}
+    assert calls() == ['[["--tp", "2"], ["--bad"]]'], "read back, not parsed again"
+    lint._run_engine([good, {"parser": "sglang", "argv": ["--tp", "4"]}])
+    assert calls()[1:] == ['[["--tp", "4"]]'], "only the new command is parsed"
+    record.write_text("sglang/__init__.py,,\nsglang/new.py,,\n")  # reinstalled: another build
+    assert lint._run_engine([good]) == {"versions": first["versions"], "results": [[]]}
+    assert calls()[2:] == ['[["--tp", "2"]]'], "a changed venv is parsed again"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from dayzero.errors import DayzeroError
 from dayzero.lab import cache as llama_engine
-from dayzero.spec import llama_help, yamlfile
+from dayzero.spec import llama_help, parser_cache, yamlfile
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix, ModelCard
 from dayzero.spec.recipe import MissingValue, Recipe, hosts_needed, placeholder_hosts, render
@@ -157,9 +157,25 @@ def _check_versions(card: ModelCard, seen: dict[str, str], kinds: set[str]) -> N
 
 
 def _run_engine(commands: list[dict]) -> dict:
+    """The engines' parsers' answers to `commands`: those read before (`parser_cache`, same venv
+    and script) come back from the cache; the rest, if any, from one subprocess."""
     python = engines_python()
     if not python.exists():
         raise LintError(f"no engines virtualenv at {python.parent.parent}: run tools/build-sglang")
+    path = parser_cache.cache_dir() / f"{parser_cache.key(python, ENGINE_SCRIPT.read_bytes())}.json"
+    known = parser_cache.load(path)
+    results = dict(known.get("results", {}))
+    missing = [c for c in commands if parser_cache.command_key(c) not in results]
+    if missing or "versions" not in known:
+        reply = _parse_in_venv(python, missing or commands)
+        results.update(zip(map(parser_cache.command_key, missing or commands), reply["results"], strict=True))
+        known = {"versions": reply["versions"], "results": results}
+        parser_cache.store(path, known)
+    answers = [results[parser_cache.command_key(c)] for c in commands]
+    return {"versions": known["versions"], "results": answers}
+
+
+def _parse_in_venv(python: Path, commands: list[dict]) -> dict:
     with resources.as_file(ENGINE_SCRIPT) as script:
         done = subprocess.run(
             [str(python), str(script)],
