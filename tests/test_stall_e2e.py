@@ -191,7 +191,9 @@ def test_a_sigstopped_llama_server_on_an_ssh_host_ends_the_cell_within_the_stall
     assert not nothing_left(bed), "something was left on the host"
 
 
-def test_the_hosts_network_dropping_every_packet_mid_cell_is_broken_within_the_bound(netns_bed, tmp_path):
+def test_the_hosts_network_dropping_every_packet_mid_cell_is_broken_within_the_bound(
+    netns_bed, tmp_path, monkeypatch
+):
     """The endpoint host's network drops every packet (no reset) while the cell measures: a lab
     fault, found within the stall bound (the client's beat stops reaching the controller), the
     cell broken even though the card calls an engine stall a failure. Once the network is back,
@@ -200,8 +202,13 @@ def test_the_hosts_network_dropping_every_packet_mid_cell_is_broken_within_the_b
     from dayzero.errors import InfrastructureError
     from dayzero.lab.lease import release, try_acquire
     from dayzero.lab.transport import open_transport
-    from dayzero.lab.transport.ssh.pool import SILENT_HOLD_S
+    from dayzero.lab.transport.ssh import pool
 
+    # The silent host is held 25 s, not 60: it outlasts the teardown (which must fail each step at
+    # once, within TEARDOWN_ON_A_DEAD_HOST_S) and the watchdog's kill (~25 s after the cut), and the
+    # takeover of the stale lease below then waits 35 s less
+    monkeypatch.setattr(pool, "SILENT_HOLD_S", 25.0)
+    SILENT_HOLD_S = pool.SILENT_HOLD_S
     bed, host = netns_bed
     cut: list[float] = []
 
