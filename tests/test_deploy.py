@@ -172,7 +172,7 @@ def test_a_kept_lease_keeps_a_healthy_deployment_alive(tmp_path, local_inventory
     dep, keeper = _deployment_with_lease(ctx, marker)
     dep.start()
     try:
-        time.sleep(8)  # well past the 3 s ttl: only the keeper's touches keep it alive
+        time.sleep(6)  # past the 3 s ttl and the watchdog's 2 s poll: only the keeper's touches keep it alive
         assert processes_matching(f"sleep {marker}")
     finally:
         keeper.stop()
