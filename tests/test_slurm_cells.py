@@ -144,7 +144,8 @@ def test_each_launch_shape_of_the_cpu_cells_runs_through_slurm_with_two_workers(
     assert len({j["job_id"] for j in jobs.values()}) == len(cpu), "one job per cell"
     assert {cell: len(j["nodes"]) for cell, j in jobs.items()} == cpu, "a job holds all of its cell's nodes"
     assert any(n == 2 for n in cpu.values()), "a two-node cell ran on two Slurm nodes"
-    assert {d["hosts"][0]["name"] for d in docs} == {"n1", "n2"}
+    # both nodes served (which one-node cell lands where is Slurm's choice: in one run both did n1)
+    assert {x["name"] for d in docs for x in d["hosts"]} == {"n1", "n2"}
     progress = next(reports.glob("runs/*/progress.log")).read_text()
     assert "RUNNING" in progress and "[gw1]" in progress
     _nothing_left(bed, timeout=15)
