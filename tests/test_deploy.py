@@ -255,7 +255,9 @@ def test_an_engine_killed_by_a_signal_is_reported_with_the_signal_named(
     assert f"killed by SIG{sig}" in outcome.error and words in outcome.error, outcome.error
 
 
-def test_a_started_process_is_alive_at_once_even_when_its_setsid_is_slow(tmp_path, monkeypatch):
+def test_a_started_process_is_alive_at_once_even_when_its_setsid_is_slow(
+    tmp_path, monkeypatch, local_inventory
+):
     """`start` returns the background pid at the fork, before the child's `setsid` made it a group
     leader; a liveness check in that window found no member of the group, and a just-started
     engine read as exited while it went on running outside every kill (CI, twice: an SGLang
@@ -269,11 +271,7 @@ def test_a_started_process_is_alive_at_once_even_when_its_setsid_is_slow(tmp_pat
     (slow / "setsid").write_text(f'#!/bin/sh\nsleep 1\nexec {real} "$@"\n')
     (slow / "setsid").chmod(0o755)
     monkeypatch.setenv("PATH", f"{slow}:{os.environ['PATH']}")
-    inv = write_yaml(
-        tmp_path / "hosts.yaml",
-        {"hosts": {"here": {"transport": "local", "address": "127.0.0.1", "hardware": "cpu"}}},
-    )
-    transport = LocalTransport(load_inventory(inv, {"cpu"}).hosts[0])
+    transport = LocalTransport(load_inventory(local_inventory(), {"cpu"}).hosts[0])
     marker = str(random.randint(100000, 999999))
     proc = transport.start(f"sleep {marker}", env={}, log_path=str(tmp_path / "server.log"))
     try:

@@ -20,6 +20,7 @@ from dayzero.lab.pool import HostPool
 from dayzero.lab.slurm import role_script, time_limit_seconds
 from dayzero.lab.slurm_pool import SlurmPool, port_slots
 from dayzero.lab.transport.base import watch_loop
+from dayzero.plugin.markers import selected
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
 from dayzero.spec.recipe import hosts_needed
@@ -112,16 +113,6 @@ SLURM_CELLS = (
 )
 
 
-def slurm_cell(c) -> bool:
-    """The cells `SLURM_CELLS` selects, read from the matrix."""
-    one_rank = c.mode == "low_latency"
-    return (
-        c.hardware == "cpu"
-        and c.strategy == "baseline"
-        and (one_rank or (c.engine == "llama.cpp" and c.mode in ("rpc_split", "routed")))
-    )
-
-
 @pytest.mark.e2e
 @needs_engine
 def test_each_launch_shape_of_the_cpu_cells_runs_through_slurm_with_two_workers(bed, quick_matrix, tmp_path):
@@ -134,7 +125,7 @@ def test_each_launch_shape_of_the_cpu_cells_runs_through_slurm_with_two_workers(
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:]
     matrix = load_matrix(quick_matrix)
-    cpu = {c.id: hosts_needed(matrix.card(c), c) for c in matrix.cells if c.supported and slurm_cell(c)}
+    cpu = {c.id: hosts_needed(matrix.card(c), c) for c in selected(SLURM_CELLS, matrix.cells) if c.supported}
     assert len(cpu) == 4, cpu
     assert any(c.startswith("smollm2-135m/cpu+sglang/") for c in cpu)
     assert f"{len(cpu)} passed" in result.stdout, result.stdout[-2000:]

@@ -4,7 +4,7 @@ installed next to it. Keyed on those, a repeated lint of the same commands reads
 back instead of importing SGLang again; any package installed, removed or upgraded in the
 engines venv (or a new script) starts a new cache.
 
-Where: $DAYZERO_LINT_CACHE, else <dayzero cache>/lint. Pure but for `load` and `store`.
+Where: $DAYZERO_LINT_CACHE, else <dayzero cache>/lint. I/O in `installed`, `load` and `store` only.
 """
 
 from __future__ import annotations

@@ -262,8 +262,8 @@ def slurm_conf(bed: SlurmBed, ports: list[int], user: str) -> str:
         "SelectTypeParameters=CR_Core",
         "MpiDefault=none",
         "ReturnToService=2",
-        # One machine, loopback: a client gives up on a dead slurmctld after ~MessageTimeout + 1 s
-        # (measured: 18 s at the default 10, 4 s at 3); 5 keeps a loaded machine's RPCs well inside.
+        # One machine, loopback: how long a client tries a dead slurmctld follows MessageTimeout
+        # (measured: squeue 18 s at the default 10, 4 s at 3); 5 keeps a loaded machine's RPCs inside.
         "MessageTimeout=5",
         f"SlurmctldPort={ctld_port}",
         f"SlurmdPort={slurmd_port}",
