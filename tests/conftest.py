@@ -34,11 +34,51 @@ def pytest_configure(config: pytest.Config) -> None:
     module_times.configure(config)  # the slowest tests and the time per module, in every run
     ci_skips.configure(config)  # under CI, a skip is a failure naming what is missing
     tiers.configure(config)  # the fast tier first, then the e2e tier
+    install_stub_engine()
     # The engines' parser answers (`dayzero lint`) are remembered for this session only, so each
     # session reads the matrix with SGLang's own parser at least once (the runs it starts share it).
     if not os.environ.get(parser_cache.ENV):
         os.environ[parser_cache.ENV] = tempfile.mkdtemp(prefix="dayzero-lint-")
         config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(parser_cache.ENV), ignore_errors=True))
+
+
+STUB_ENGINE = REPO / "tests" / "data" / "stub-engine"
+
+
+def install_stub_engine() -> Path:
+    """The stub cells' engine (`engine.name: stub`) is a package with a `dayzero.engines` entry
+    point, as a vendor's would be: pip-installed once per version of its files into the dayzero
+    cache (~3 s) and put on this process's and its children's path (xdist workers, the runs the
+    tests start), never into the .venv a user runs dayzero from."""
+    import fcntl
+    import hashlib
+
+    from dayzero import engines
+    from dayzero.lab.cache import cache_root
+
+    files = sorted(p for p in STUB_ENGINE.rglob("*") if p.is_file() and "egg-info" not in str(p))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:16]
+    target = cache_root() / "test-engines" / f"stub-{digest}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "dayzero_stub_engine").exists():
+            with tempfile.TemporaryDirectory() as build:  # pip builds in the source tree: a copy
+                source = shutil.copytree(STUB_ENGINE, Path(build) / "src")
+                partial = target.with_suffix(".partial")
+                shutil.rmtree(partial, ignore_errors=True)
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                     "--no-deps", "--target", str(partial), str(source)],
+                    check=True, capture_output=True,
+                )  # fmt: skip
+                partial.rename(target)
+    if str(target) not in sys.path:
+        sys.path.insert(0, str(target))
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(target), *paths])
+        engines.registered.cache_clear()
+    return target
 
 
 def write_yaml(path: Path, data) -> Path:

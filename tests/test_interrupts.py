@@ -263,7 +263,7 @@ def test_a_ctrl_c_python_swallows_still_ends_the_run_interrupted(tmp_path):
         cwd=REPO,
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])},
         timeout=300,
     )
     out = proc.stdout + proc.stderr

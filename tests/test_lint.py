@@ -15,16 +15,18 @@ import pytest
 import yaml
 
 from dayzero import cli
+from dayzero.engines.llamacpp import help as llama_help
+from dayzero.engines.sglang import ARGV_SCRIPT, engines_python
 from dayzero.lab.cache import server_binary
 from dayzero.report import acceptance
-from dayzero.spec import lint, llama_help
+from dayzero.spec import lint
 from dayzero.spec.matrix import load_matrix
 from dayzero.spec.recipe import MissingValue, hosts_needed, placeholder_hosts, render
 
 from .conftest import REPO, engine_ready, run_pytest
 
 needs_parsers = pytest.mark.skipif(
-    not lint.engines_python().exists() and not os.environ.get("CI"),
+    not engines_python().exists() and not os.environ.get("CI"),
     reason="no engines venv: run tools/build-sglang (CI builds it in tools/setup; there this never skips)",
 )
 needs_llama = pytest.mark.skipif(
@@ -229,7 +231,7 @@ def test_llama_cpp_card_read_by_its_own_help(matrix_dir):
 
 @pytest.fixture(scope="module")
 def lab_dry_run():
-    if not lint.engines_python().exists() and not os.environ.get("CI"):
+    if not engines_python().exists() and not os.environ.get("CI"):
         pytest.skip("no engines venv: run tools/build-sglang")
     result = run_pytest(
         "-q", "-m", "kimi-k3.1-pro", "--dry-run", "--lint", "--hosts", "hosts/lab.example.yaml"
@@ -326,17 +328,23 @@ def test_the_engines_parser_answers_are_read_back_until_the_venv_changes(tmp_pat
     record = venv / "lib" / "python3.11" / "site-packages" / "sglang-0.5.23.dist-info" / "RECORD"
     record.parent.mkdir(parents=True)
     record.write_text("sglang/__init__.py,,\n")
-    monkeypatch.setattr(lint, "engines_python", lambda: python)
     monkeypatch.setenv("DAYZERO_LINT_CACHE", str(tmp_path / "cache"))
     calls = lambda: log.read_text().splitlines() if log.exists() else []  # noqa: E731
+    script, packages = ARGV_SCRIPT, ["sglang"]
 
     good, bad = {"parser": "sglang", "argv": ["--tp", "2"]}, {"parser": "sglang", "argv": ["--bad"]}
-    first = lint._run_engine([good, bad])
+    first = lint._run_engine(python, [good, bad], script, packages)
     assert first["results"] == [[], [{"flag": "--bad", "kind": "unknown", "message": "x"}]]
-    assert lint._run_engine([bad, good]) == {"versions": first["versions"], "results": first["results"][::-1]}
+    assert lint._run_engine(python, [bad, good], script, packages) == {
+        "versions": first["versions"],
+        "results": first["results"][::-1],
+    }
     assert calls() == ['[["--tp", "2"], ["--bad"]]'], "read back, not parsed again"
-    lint._run_engine([good, {"parser": "sglang", "argv": ["--tp", "4"]}])
+    lint._run_engine(python, [good, {"parser": "sglang", "argv": ["--tp", "4"]}], script, packages)
     assert calls()[1:] == ['[["--tp", "4"]]'], "only the new command is parsed"
     record.write_text("sglang/__init__.py,,\nsglang/new.py,,\n")  # reinstalled: another build
-    assert lint._run_engine([good]) == {"versions": first["versions"], "results": [[]]}
+    assert lint._run_engine(python, [good], script, packages) == {
+        "versions": first["versions"],
+        "results": [[]],
+    }
     assert calls()[2:] == ['[["--tp", "2"]]'], "a changed venv is parsed again"

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dayzero.submission.engine_logs import parser_for
-from dayzero.submission.engine_logs.sglang import parse
+from dayzero import engines
+from dayzero.engines.sglang.log import parse
 
 REAL = (Path(__file__).parent / "data" / "sglang-0.5.23-cpu.log").read_text()
 
 
 def test_the_real_log_gives_listen_address_readiness_and_one_request_with_its_own_counts():
     account = parse(REAL)
-    assert parser_for("sglang") is parse
+    assert engines.get("sglang").parse_log(REAL) == account
     assert account.listen == "127.0.0.1:18191" and account.ready
     # SGLang's warm-up (before "fired up") and its HEALTH_CHECK probes are not requests of the run
     assert account.count == 1

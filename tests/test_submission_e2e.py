@@ -141,7 +141,7 @@ def test_real_sglang_cells_are_in_the_accepted_bundle_with_their_own_account(rea
     """The bundle's SGLang cells: evidence names sglang 0.5.23, every phase has SGLang's counters
     around it and its log accounts for each request (--log-requests), and the check is clean."""
     from dayzero.checks.server_metrics import phase_totals
-    from dayzero.submission.engine_logs.sglang import parse
+    from dayzero.engines.sglang.log import parse
 
     from .submission_corpus.hostile import run_file
 

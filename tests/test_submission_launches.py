@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dayzero.checks.server_metrics import Totals
-from dayzero.submission.engine_logs import Served, ServerAccount
+from dayzero.engines.account import Served, ServerAccount
 
 DATA = Path(__file__).parent / "data"
 MODEL = "/root/.cache/dayzero/models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -19,7 +19,7 @@ SGLANG = "python3 -m sglang.launch_server --model-path /m --device cpu --host 12
 
 
 def test_the_routers_log_accounts_for_the_generation_requests_it_answered():
-    from dayzero.submission.engine_logs import router
+    from dayzero.engines.sglang import router_log as router
 
     account = router.parse((DATA / "sglang-router-0.3.2.log").read_text())
     # 4 probes, 2 warm-ups and 4 measured chat requests of the real routed cell; no /readiness
@@ -28,7 +28,8 @@ def test_the_routers_log_accounts_for_the_generation_requests_it_answered():
 
 
 def test_a_non_endpoint_ranks_log_says_what_it_is_and_where_it_listens():
-    from dayzero.submission.engine_logs import llamacpp, sglang
+    from dayzero.engines.llamacpp import log as llamacpp
+    from dayzero.engines.sglang import log as sglang
 
     rpc = llamacpp.parse_rpc_server((DATA / "rpc-server.log").read_text())
     assert (rpc.ready, rpc.listen, rpc.count) == (True, "127.0.2.2:50052", 0)
@@ -247,8 +248,8 @@ def test_a_real_prefill_decode_pairs_halves_are_joined_by_bootstrap_room():
     """Real SGLang 0.5.23 PD logs (mooncake_tcp on the cpu, 8 requests through the router): the
     prefill side hands one token over for each request, the decode side generates the answer; both
     name the same bootstrap rooms, with the same prompts."""
+    from dayzero.engines.sglang import log as sglang
     from dayzero.submission.engine_launches import rooms_problem
-    from dayzero.submission.engine_logs import sglang
 
     prefill = sglang.parse((DATA / "sglang-0.5.23-pd-prefill.log").read_text())
     decode = sglang.parse((DATA / "sglang-0.5.23-pd-decode.log").read_text())

@@ -7,13 +7,8 @@ from pathlib import Path
 import pytest
 
 from dayzero.checks.accuracy import check_accuracy, extract_answer, load_eval, request_for
-from dayzero.checks.speculative import (
-    SpecCounters,
-    check_acceptance,
-    counters,
-    parse_prometheus,
-    source_for,
-)
+from dayzero.checks.speculative import check_acceptance, counters
+from dayzero.engines.prometheus import SpecCounters, parse_prometheus
 from dayzero.errors import ConfigError
 from dayzero.spec import card as model_card
 from dayzero.spec.card import AccuracyGate, Protocol
@@ -180,8 +175,8 @@ def test_prometheus_counters_are_summed_over_labels():
     assert values["vllm:spec_decode_num_drafts_total"] == 7
     assert counters("llama.cpp", METRICS) == SpecCounters(10, 40, 15)
     assert counters("llama.cpp", "llamacpp:tokens_predicted_total 5\n") is None
-    assert source_for("llama.cpp") == ("llama.cpp", "/metrics")
-    assert source_for("SGLang") == ("sglang", "/metrics")  # counters, not /server_info's average
+    assert counters("vllm", METRICS) == SpecCounters(7, 0, 0)  # each engine reads its own series
+    assert counters("an engine nobody registered", METRICS) is None
 
 
 def test_acceptance_length_is_the_diff_around_the_run():

@@ -8,10 +8,11 @@ network's doing, not the server's latency. The engines' accounts:
 - llama.cpp: each streamed answer's `timings.prompt_ms`, per request: from the slot taking the
   prompt to its first token. It leaves out a wait for a free slot, so the gap is judged only where
   no request could queue (at most one request per slot in flight, closed loop).
-- SGLang: its TTFT histogram `sglang:time_to_first_token_seconds` (`_sum`, `_count`) between the
-  phase's two /metrics snapshots: from the request's arrival at the tokenizer manager to its first
-  token (`TokenizerManager`, `first_token_time - created_time`), queue included, so it is judged at
-  any load. The snapshots enclose the warm-up too; the client's own warm-up TTFTs
+- SGLang and vLLM: their TTFT histogram (`sglang:time_to_first_token_seconds`,
+  `vllm:time_to_first_token_seconds`: `_sum`, `_count`; `Engine.totals` reads it) between the
+  phase's two /metrics snapshots: from the request's arrival (SGLang's tokenizer manager,
+  `first_token_time - created_time`; vLLM's front end) to its first token, queue included, so it
+  is judged at any load. The snapshots enclose the warm-up too; the client's own warm-up TTFTs
   (`warmup.ttft_s`, `warmup.first_tokens`) take it back out. One mean per phase, not per request.
 """
 
@@ -21,6 +22,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dayzero import engines
 from dayzero.checks.server_metrics import phase_totals
 
 # Client TTFT above the server's own account by more than 50 ms, or 5% of the server's TTFT where
@@ -29,7 +31,7 @@ from dayzero.checks.server_metrics import phase_totals
 BOUND_MS = 50.0
 BOUND_SHARE = 0.05
 TIMINGS = "llama.cpp per-request timings (prompt_ms)"
-HISTOGRAM = "SGLang TTFT histogram (/metrics)"
+HISTOGRAM = "the engine's TTFT histogram (/metrics)"
 
 
 @dataclass(frozen=True)
@@ -122,16 +124,17 @@ def _client_side(answer: Mapping) -> tuple[float, int] | str:
 
 
 def histogram(answers: Sequence[Mapping], metrics: Sequence[Mapping | None]) -> ServerGap | None:
-    """Mean of (client TTFT - SGLang's) over the phases' requests, from the TTFT histogram's
-    deltas; None where the phases' snapshots are not SGLang's."""
+    """Mean of (client TTFT - the engine's) over the phases' requests, from its TTFT histogram's
+    deltas; None where the phases' engine publishes no such histogram."""
     if not answers or len(metrics) != len(answers):
         return None
     client_s = server_s = 0.0
     count = 0
     for answer, doc in zip(answers, metrics, strict=False):
-        if not isinstance(doc, Mapping) or doc.get("source") != "sglang":
+        engine = engines.find(doc.get("source")) if isinstance(doc, Mapping) else None
+        if engine is None or not engine.ttft_histogram:
             return None
-        phase = phase_totals("sglang", doc)
+        phase = phase_totals(engine.name, doc)
         if phase is None or phase.first_tokens is None:
             return ServerGap(None, reason="the server's /metrics carry no TTFT histogram for a phase")
         side = _client_side(answer)

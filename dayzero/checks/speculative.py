@@ -4,85 +4,25 @@ Acceptance length is a health canary: a numerics bug in the target or the draft 
 while throughput may still pass a loose floor. Counters are cumulative since the server started,
 so each workload runs alone between two reads of /metrics (the phase's snapshots, kept next to
 its records) and only the difference is reported: accept length = 1 + accepted tokens / drafts
-(verification steps). llama.cpp and vLLM publish draft and accepted-token counters; SGLang
-publishes verification calls and generated tokens (`dayzero.checks.server_metrics`), whose ratio
-is its own accept length. Counters that cannot be read fail the check: never a pass on no data.
+(verification steps). Each engine reads its own counters into these (`Engine.spec_counters`:
+llama.cpp and vLLM publish draft and accepted-token counters; SGLang verification calls and
+generated tokens, whose ratio is its own accept length). Counters that cannot be read fail the
+check: never a pass on no data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from dayzero import engines
 from dayzero.checks import FAILED, PASSED, CheckResult
-from dayzero.checks.server_metrics import parse_prometheus, readable, totals
-
-PROMETHEUS = {
-    # engine name in the model card -> (drafts, draft tokens, accepted tokens) counter names
-    "llama.cpp": (
-        "llamacpp:spec_decode_num_drafts_total",
-        "llamacpp:spec_decode_num_draft_tokens_total",
-        "llamacpp:spec_decode_num_accepted_tokens_total",
-    ),
-    "vllm": (
-        "vllm:spec_decode_num_drafts_total",
-        "vllm:spec_decode_num_draft_tokens_total",
-        "vllm:spec_decode_num_accepted_tokens_total",
-    ),
-}
+from dayzero.engines.prometheus import SpecCounters, readable
 
 
-def source_for(engine: str) -> tuple[str, str]:
-    """(kind, path) where the engine publishes speculative counters."""
-    name = engine.lower()
-    if name.startswith("sglang"):
-        return "sglang", "/metrics"
-    if name.startswith("vllm"):
-        return "vllm", "/metrics"
-    return "llama.cpp", "/metrics"
-
-
-@dataclass(frozen=True)
-class SpecCounters:
-    drafts: float = 0.0
-    draft_tokens: float = 0.0
-    accepted: float = 0.0
-
-    def __sub__(self, other: SpecCounters) -> SpecCounters:
-        return SpecCounters(
-            self.drafts - other.drafts, self.draft_tokens - other.draft_tokens, self.accepted - other.accepted
-        )
-
-    @property
-    def accept_length(self) -> float | None:
-        return round(1 + self.accepted / self.drafts, 4) if self.drafts > 0 else None
-
-    @property
-    def acceptance_rate(self) -> float | None:
-        return round(self.accepted / self.draft_tokens, 4) if self.draft_tokens > 0 else None
-
-
-def counters(kind: str, text: str) -> SpecCounters | None:
-    if kind == "sglang":
-        return _sglang_counters(text)
-    names = PROMETHEUS.get(kind)
-    if names is None:
-        return None
-    values = parse_prometheus(text)
-    if not any(n in values for n in names):
-        return None
-    return SpecCounters(*(values.get(n, 0.0) for n in names))
-
-
-def _sglang_counters(text: str) -> SpecCounters | None:
-    """SGLang: verification calls are the drafts; generated tokens less one bonus token per call
-    are the accepted ones, so 1 + accepted / drafts is SGLang's generated / verify calls."""
-    t = totals("sglang", text)
-    if t is None:
-        return None
-    steps = parse_prometheus(text).get("sglang:spec_num_draft_tokens")  # a gauge: tokens per step
-    calls = t.verify_calls or 0.0
-    return SpecCounters(calls, calls * (steps - 1) if steps else 0.0, t.generated - calls)
+def counters(engine: str, text: str) -> SpecCounters | None:
+    """One snapshot's speculative counters as that engine publishes them (`Engine.spec_counters`)."""
+    found = engines.find(engine)
+    return found.spec_counters(text) if found is not None and isinstance(text, str) else None
 
 
 def from_snapshots(kind: str, snapshots) -> SpecCounters | None:
@@ -94,9 +34,7 @@ def from_snapshots(kind: str, snapshots) -> SpecCounters | None:
         c = counters(kind, snap["body"]) if readable(snap) else None
         if c is None:
             return None
-        out = SpecCounters(
-            out.drafts + c.drafts, out.draft_tokens + c.draft_tokens, out.accepted + c.accepted
-        )
+        out = out + c
     return out if snapshots else None
 
 

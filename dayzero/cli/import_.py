@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dayzero import engines
 from dayzero.cli.common import unknown_cell
-from dayzero.run.importers import SGLANG, VLLM, evaluate, parse, read_runs
+from dayzero.run.importers import evaluate, parse, read_runs
 from dayzero.spec.matrix import load_matrix
 
 
@@ -20,9 +21,10 @@ def add(sub) -> None:
     p.add_argument("--cell", required=True, help="cell id whose floors the run is held against")
     p.add_argument(
         "--tool",
-        choices=["auto", "sglang", "vllm"],
+        choices=["auto", *sorted(n for n, e in engines.registered().items() if e.bench_tool)],
         default="auto",
-        help="which tool wrote the file (default: auto)",
+        help="whose benchmark tool wrote the file: sglang (sglang.bench_serving), vllm (vllm bench "
+        "serve) (default: auto, read from the file)",
     )
     p.add_argument("--run", type=int, default=-1, help="which run of a JSON lines file (default: the last)")
     p.add_argument(
@@ -46,7 +48,7 @@ def run(args) -> int:
         chosen = runs[args.run]
     except IndexError:
         raise SystemExit(f"dayzero: {args.file} has {len(runs)} run(s), no run {args.run}") from None
-    tool = {"auto": None, "sglang": SGLANG, "vllm": VLLM}[args.tool]
+    tool = None if args.tool == "auto" else engines.get(args.tool).bench_tool
     try:
         imported = parse(chosen, tool)
     except ValueError as exc:

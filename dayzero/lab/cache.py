@@ -75,15 +75,14 @@ def engines_venv() -> Path:
     return cache_root() / "engines-venv"
 
 
+def vllm_venv() -> Path:
+    """vLLM's CPU build (tools/build-vllm): the parser for lint, the server for the vLLM cpu cells."""
+    return cache_root() / "vllm-venv"
+
+
 def sglang_model_path() -> Path:
     """The bf16 safetensors folder converted from the GGUF, which the SGLang cpu cells serve."""
     return cache_root() / "models" / SMOLLM2_BF16
-
-
-def sglang_record() -> Path | None:
-    """The installed SGLang's RECORD (every file with its hash): the engines venv's identity."""
-    found = sorted(engines_venv().glob("lib/python3*/site-packages/sglang-*.dist-info/RECORD"))
-    return found[0] if found else None
 
 
 def print_paths() -> None:

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import allure
 
-from dayzero import __version__, atomic, evidence
+from dayzero import __version__, atomic, engines, evidence
 from dayzero.checks import FAILED, NOT_MEASURED, CheckResult
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.performance import INVALID
-from dayzero.checks.speculative import source_for
 from dayzero.checks.tool_calls import answers
 from dayzero.clock import now_iso
 from dayzero.errors import DeploymentError, InfrastructureError
@@ -359,13 +358,10 @@ def measure(
     return checks
 
 
-METRICS_FLAGS = {"--metrics", "--enable-metrics"}  # llama-server's, SGLang's
-
-
 def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
     """How the phases reach the deployment: its client, where records and /metrics snapshots go
     (every launch's /metrics, read from the endpoint's host), liveness and reporting."""
-    kind = source_for(ctx.matrix.card(cell).engine.name)[0]
+    engine = engines.get(ctx.matrix.card(cell).engine.name)
     folder = ctx.reports_dir
 
     def keep_metrics(phase: str, doc: dict) -> str:
@@ -389,10 +385,10 @@ def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
         meters=tuple(
             (f"{x.role}[{x.rank}]@{x.host}", f"http://{x.address}:{x.port}/metrics")
             for x in dep.recipe.launches
-            if x.rank == 0 and METRICS_FLAGS & set(x.argv)  # engines serving /metrics (not routers)
+            if x.rank == 0 and engine.serves_metrics(x.argv) and engines.router_of(x.argv) is None
         ),
         keep_metrics=keep_metrics,
-        engine=kind,
+        engine=engine.name,
         recipe_digest=dep.recipe.digest,
         watch=lambda: hostload.watching_hosts(  # only where the contention check is on
             {n: t for n, t in dep.transports.items() if t.host.max_foreign_load > 0}, cell_groups(dep)

@@ -27,7 +27,7 @@ from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import run_summary, saturation
 from dayzero.checks.performance import INVALID, check_floor
 from dayzero.checks.server_metrics import summed
-from dayzero.checks.speculative import check_acceptance, from_snapshots, source_for
+from dayzero.checks.speculative import check_acceptance, from_snapshots
 from dayzero.checks.tool_calls import check_tool_calls
 from dayzero.lab.hostload import HostLoad, contention
 from dayzero.run import plan
@@ -52,7 +52,7 @@ class Endpoint:
     step: Callable[[str], Any] = field(default=lambda title: contextlib.nullcontext())
     meters: tuple[tuple[str, str], ...] = ()  # (launch, its /metrics url): read around every phase
     keep_metrics: Callable[[str, dict], str] = lambda phase, doc: ""
-    engine: str = "llama.cpp"  # whose counters the metrics are (`source_for` kind)
+    engine: str = ""  # whose counters the metrics are: the card's engine name (`dayzero.engines`)
     recipe_digest: str = ""
     unread: list[str] = field(default_factory=list)  # phases whose metrics could not be read
     # The hosts' foreign load sampled while a phase runs (host -> samples), and the share of a
@@ -238,7 +238,7 @@ def run_accuracy(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> Ite
 
 def run_speculative(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> Iterator[CheckResult]:
     """Acceptance per workload from the counters' difference across its phase (step 1's snapshots)."""
-    kind, _ = source_for(card.engine.name)
+    kind = card.engine.name
     for sp in plan.speculative(card, cell, suites):
         name = sp.workload.name
         with ep.step(f"speculative acceptance: {name}"):

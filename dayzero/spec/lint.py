@@ -3,39 +3,33 @@
 A recipe that its engine refuses (an unknown flag, an ambiguous prefix, a bad choice, a missing
 value) fails at launch, after the lab has been leased. Lint renders each role of each cell with
 placeholder hosts (multi-node args, PD roles and routers included) and hands the argv lists to
-the pinned engine's parser: SGLang's and the SGLang router's own argparse parsers in the engines
-virtualenv (tools/build-sglang; one subprocess for all commands, importing SGLang takes
-seconds; the router fronts llama-server workers too), llama-server's and rpc-server's own
-`--help` tables. A finding names the cell, role and ranks, the flag, what the parser said and
-the card line that added the flag. An engine, launcher or version lint
-cannot read is a `LintError` (exit 2), never a pass.
+the pinned engine's own parsers, which its module names (`Engine.parsers`): SGLang's and the
+SGLang router's argparse parsers in the engines virtualenv (tools/build-sglang), vLLM's in its
+own (tools/build-vllm) -- one subprocess per virtualenv for all commands, importing an engine
+takes seconds; the SGLang router fronts any engine's workers -- and llama-server's and
+rpc-server's own `--help` tables. A finding names the cell, role and ranks, the flag, what the
+parser said and the card line that added the flag. An engine, launcher or version lint cannot
+read is a `LintError` (exit 2), never a pass.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from dayzero import engines
+from dayzero.engines import ArgvParser
 from dayzero.errors import DayzeroError
-from dayzero.lab import cache as llama_engine
-from dayzero.spec import llama_help, parser_cache, yamlfile
+from dayzero.spec import parser_cache, yamlfile
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix, ModelCard
 from dayzero.spec.recipe import MissingValue, Recipe, hosts_needed, placeholder_hosts, render
-
-ENGINE_SCRIPT = resources.files("dayzero.spec").joinpath("engine_argv.py")  # run in the engines venv
-SGLANG_LAUNCHERS = (("sglang", "serve"), ("-m", "sglang.launch_server"))
-ROUTER_LAUNCHERS = (("-m", "sglang_router.launch_router"),)
-LLAMA_PROGRAMS = {  # llama.cpp programs read by their own --help table
-    "llama-server": llama_engine.server_binary,
-    "rpc-server": llama_engine.rpc_server_binary,  # ranks 1..N-1 of a multi-node role
-}
 
 
 class LintError(DayzeroError):
@@ -74,12 +68,6 @@ class Report:
     commands: int
 
 
-def engines_python() -> Path:
-    """The engines virtualenv's interpreter (tools/build-sglang), outside dayzero's own."""
-    env = os.environ.get("DAYZERO_ENGINES_PYTHON")
-    return Path(env) if env else llama_engine.engines_venv() / "bin" / "python"
-
-
 def _pin(card: ModelCard, field: str) -> tuple[str, str] | None:
     value = getattr(card.engine, field)
     if not value:
@@ -90,19 +78,21 @@ def _pin(card: ModelCard, field: str) -> tuple[str, str] | None:
     return name.strip(), version.strip()
 
 
-def parser_of(card: ModelCard, argv: Sequence[str]) -> tuple[str, int]:
-    """Which parser reads this command, and where its arguments start."""
-    engine = card.engine.name
-    if engine == "llama.cpp" and argv and Path(argv[0]).name in LLAMA_PROGRAMS:
-        return Path(argv[0]).name, 1
-    for launchers, kind in ((ROUTER_LAUNCHERS, "sglang_router"), (SGLANG_LAUNCHERS, "sglang")):
-        if engine != "sglang" and kind == "sglang":  # the SGLang router fronts any engine's workers
-            break
-        for head in launchers:
-            for start in range(len(argv) - len(head) + 1):
-                if tuple(argv[start : start + len(head)]) == head:
-                    return kind, start + len(head)
-    raise LintError(f"{card.path}: no parser known for engine {engine!r} command {' '.join(argv[:4])!r}")
+def parser_of(card: ModelCard, argv: Sequence[str]) -> tuple[ArgvParser, int]:
+    """Which parser reads this command (one of the cell's engine's own, or a router that fronts
+    any engine's workers), and where its arguments start."""
+    try:
+        engine = engines.get(card.engine.name)
+    except DayzeroError as exc:
+        raise LintError(f"{card.path}: engine.name: {exc}") from None
+    fronts = [
+        p for e in engines.registered().values() if e is not engine for p in e.parsers if p.fronts_any_engine
+    ]
+    for parser in (*engine.parsers, *fronts):
+        start = parser.start(argv)
+        if start is not None:
+            return parser, start
+    raise LintError(f"{card.path}: no parser known for engine {engine.name!r} command {' '.join(argv[:4])!r}")
 
 
 def _sources(card: ModelCard, cell: Cell, role: str) -> list[tuple[list, Sequence]]:
@@ -134,52 +124,54 @@ def line_of_flag(card: ModelCard, cell: Cell, role: str, flag: str) -> int | Non
     return None
 
 
-def _check_versions(card: ModelCard, seen: dict[str, str], kinds: set[str]) -> None:
-    wanted = []
-    if "sglang" in kinds:
-        wanted.append(("package", "sglang"))
-    if "sglang_router" in kinds:
-        wanted.append(("router_package", "sglang-router"))
-    for field, default_name in wanted:
-        pin = _pin(card, field)
-        if pin is None:
+def _pinned(card: ModelCard, parser: ArgvParser) -> str:
+    """The version of the parser's package the card pins (its engine field `parser.pin[0]`)."""
+    field, package = parser.pin
+    pin = _pin(card, field)
+    if pin is None:
+        raise LintError(f"{card.path}: engine.{field} is not set: lint reads commands at a pinned version")
+    name, version = pin
+    if name != package:
+        raise LintError(f"{card.path}: engine.{field}: no parser for {name!r} (known: {package})")
+    return version
+
+
+def _check_versions(card: ModelCard, seen: dict[str, str], parsers: Iterable[ArgvParser]) -> None:
+    for parser in parsers:
+        version, package = _pinned(card, parser), parser.pin[1]
+        if seen.get(package) != version:
             raise LintError(
-                f"{card.path}: engine.{field} is not set: lint reads commands at a pinned version"
-            )
-        name, version = pin
-        if name != default_name:
-            raise LintError(f"{card.path}: engine.{field}: no parser for {name!r} (known: {default_name})")
-        if seen.get(name) != version:
-            raise LintError(
-                f"{card.path}: engine.{field} pins {name}=={version}; the engines venv "
-                f"({engines_python()}) has {seen.get(name) or 'none'}: run tools/build-sglang"
+                f"{card.path}: engine.{parser.pin[0]} pins {package}=={version}; the environment "
+                f"({parser.python()}) has {seen.get(package) or 'none'}: run {parser.setup_hint}"
             )
 
 
-def _run_engine(commands: list[dict]) -> dict:
-    """The engines' parsers' answers to `commands`: those read before (`parser_cache`, same venv
-    and script) come back from the cache; the rest, if any, from one subprocess."""
-    python = engines_python()
+def _run_engine(python: Path, commands: list[dict], script: Traversable, packages: Sequence[str]) -> dict:
+    """The engine's parsers' answers to `commands`, from the interpreter `python` running `script`:
+    those read before (`parser_cache`, same venv and script) come back from the cache; the rest,
+    if any, from one subprocess."""
     if not python.exists():
-        raise LintError(f"no engines virtualenv at {python.parent.parent}: run tools/build-sglang")
-    path = parser_cache.cache_dir() / f"{parser_cache.key(python, ENGINE_SCRIPT.read_bytes())}.json"
+        raise LintError(f"no engine virtualenv at {python.parent.parent}: run tools/setup")
+    path = parser_cache.cache_dir() / f"{parser_cache.key(python, script.read_bytes())}.json"
     known = parser_cache.load(path)
     results = dict(known.get("results", {}))
     missing = [c for c in commands if parser_cache.command_key(c) not in results]
-    if missing or "versions" not in known:
-        reply = _parse_in_venv(python, missing or commands)
+    if missing or any(p not in known.get("versions", {}) for p in packages):
+        reply = _parse_in_venv(python, script, missing or commands, packages)
         results.update(zip(map(parser_cache.command_key, missing or commands), reply["results"], strict=True))
-        known = {"versions": reply["versions"], "results": results}
+        known = {"versions": {**known.get("versions", {}), **reply["versions"]}, "results": results}
         parser_cache.store(path, known)
     answers = [results[parser_cache.command_key(c)] for c in commands]
     return {"versions": known["versions"], "results": answers}
 
 
-def _parse_in_venv(python: Path, commands: list[dict]) -> dict:
-    with resources.as_file(ENGINE_SCRIPT) as script:
+def _parse_in_venv(python: Path, script: Traversable, commands: list[dict], packages: Sequence[str]) -> dict:
+    with resources.as_file(script) as path:
         done = subprocess.run(
-            [str(python), str(script)],
-            input=json.dumps({"commands": commands}),
+            # -P: the script's folder (dayzero/engines, which has an `sglang` and a `vllm`) not on
+            # sys.path, or it would shadow the engines themselves
+            [str(python), "-P", str(path)],
+            input=json.dumps({"commands": commands, "packages": sorted(packages)}),
             capture_output=True,
             text=True,
             timeout=300,
@@ -189,38 +181,39 @@ def _parse_in_venv(python: Path, commands: list[dict]) -> dict:
     return json.loads(done.stdout)
 
 
-def _llama_version(card: ModelCard) -> str:
-    pin = _pin(card, "package")
-    if pin is None or pin[0] != "llama-cpp-python":
-        raise LintError(f"{card.path}: engine.package must pin llama-cpp-python==<version> for llama.cpp")
-    return pin[1]
-
-
 def lint_recipes(matrix: Matrix, recipes: Iterable[tuple[Cell, Recipe]]) -> list[Finding]:
     """Parse every launch of these rendered recipes; findings grouped over a role's ranks."""
-    jobs: list[tuple[Cell, ModelCard, str, int, str, list[str]]] = []
+    # (cell, card, role, rank, parser, program, argv): `program` is what the parser reads the argv
+    # as: a program's own name (llama-server, rpc-server) or the parser's kind
+    jobs: list[tuple[Cell, ModelCard, str, int, ArgvParser, str, tuple[str, ...]]] = []
     for cell, recipe in recipes:
         card = matrix.card(cell)
         for launch in recipe.launches:
-            kind, start = parser_of(card, launch.argv)
-            jobs.append((cell, card, launch.role, launch.rank, kind, list(launch.argv[start:])))
+            parser, start = parser_of(card, launch.argv)
+            program = Path(launch.argv[0]).name if parser.read is not None else parser.kind
+            jobs.append((cell, card, launch.role, launch.rank, parser, program, tuple(launch.argv[start:])))
     answers: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
-    python_jobs = sorted({(kind, tuple(argv)) for *_, kind, argv in jobs if kind not in LLAMA_PROGRAMS})
-    if python_jobs:
-        reply = _run_engine([{"parser": kind, "argv": list(argv)} for kind, argv in python_jobs])
-        answers.update(zip(python_jobs, reply["results"], strict=True))
-        for card in {id(c): c for _, c, *_ in jobs}.values():
-            _check_versions(card, reply["versions"], {k for _, c, _, _, k, _ in jobs if c is card})
-    for _, card, _, _, kind, argv in jobs:
-        if kind in LLAMA_PROGRAMS:
+    in_venv: dict[tuple[Path, Traversable], list[ArgvParser]] = {}
+    for parser in {j[4].kind: j[4] for j in jobs if j[4].read is None}.values():
+        in_venv.setdefault((parser.python(), parser.script), []).append(parser)
+    for (python, script), parsers in in_venv.items():
+        kinds = {p.kind for p in parsers}
+        wanted = sorted({(j[5], j[6]) for j in jobs if j[4].kind in kinds})
+        packages = sorted({p.pin[1] for p in parsers})
+        reply = _run_engine(python, [{"parser": k, "argv": list(a)} for k, a in wanted], script, packages)
+        answers.update(zip(wanted, reply["results"], strict=True))
+        for card in {id(j[1]): j[1] for j in jobs}.values():
+            used = {j[4].kind: j[4] for j in jobs if j[1] is card and j[4].kind in kinds}
+            _check_versions(card, reply["versions"], used.values())
+    for _, card, _, _, parser, program, argv in jobs:
+        if parser.read is not None and (program, argv) not in answers:
             try:
-                table = llama_help.table(LLAMA_PROGRAMS[kind](_llama_version(card)))
+                answers[(program, argv)] = parser.read(_pinned(card, parser), argv, program)
             except DayzeroError as exc:
                 raise LintError(str(exc)) from None
-            answers[(kind, tuple(argv))] = llama_help.check(table, argv, kind)
     grouped: dict[tuple, list[int]] = {}
-    for cell, card, role, rank, kind, argv in jobs:
-        for f in answers[(kind, tuple(argv))]:
+    for cell, card, role, rank, _, program, argv in jobs:
+        for f in answers[(program, argv)]:
             key = (cell, card, role, f["flag"], f["kind"], f["message"])
             grouped.setdefault(key, []).append(rank)
     return [

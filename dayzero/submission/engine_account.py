@@ -30,8 +30,9 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 
+from dayzero import engines
+from dayzero.engines.account import Served, ServerAccount
 from dayzero.submission.bundle import Reference, Subject
-from dayzero.submission.engine_logs import Served, ServerAccount, parser_for
 from dayzero.submission.findings import Finding, short
 
 TIME_TOLERANCE_S = 0.002  # the log rounds to 0.01 ms, the client to 1 µs; clocks tick differently
@@ -43,11 +44,6 @@ FLAGS = {  # launch flag -> the account's field (llama-server's short and long f
     "--model": "model",
     "-m": "model",
 }
-
-
-# The launch facts each engine's log states (its parser reads them): one the recipe sets and the
-# log leaves out is a finding, never a comparison skipped.
-FACTS_LOGGED = {"llama.cpp": ("slots", "threads", "model")}
 
 
 def launch_flags(command: str) -> dict[str, str]:
@@ -193,7 +189,10 @@ def _launch_findings(log: str, launch: dict, account: ServerAccount) -> list[Fin
         return []
     flags = launch_flags(launch["command"])
     out = []
-    for field in FACTS_LOGGED.get(account.engine, ()):
+    # the launch facts the engine's log states (`Engine.logged_facts`): one the recipe sets and the
+    # log leaves out is a finding, never a comparison skipped
+    engine = engines.find(account.engine)
+    for field in engine.logged_facts if engine is not None else ():
         if field in flags and getattr(account, field) is None:
             out.append(
                 Finding(log, "engine.launch", f"no {field} in the log", f"{field} {flags[field]} (recipe)")
@@ -229,7 +228,8 @@ def listen_findings(log: str, launch: dict, account: ServerAccount) -> list[Find
 
 
 def _device_findings(log: str, doc: dict, launch: dict, account: ServerAccount) -> list[Finding]:
-    if account.engine != "llama.cpp":
+    engine = engines.find(account.engine)
+    if engine is None or not engine.logs_devices:
         return []
     if doc["hardware"] == "cpu" and account.devices:
         return [Finding(log, "engine.device", f"devices {list(account.devices)}", "none (cpu hardware)")]
@@ -255,7 +255,7 @@ def log_name(launch: dict) -> str:
 def unchecked(name: str, doc: dict) -> list[Finding]:
     """An engine whose log the checker cannot read: a finding, never a silent pass."""
     engine = doc["engine"]["name"]
-    if parser_for(engine) is None:
+    if not getattr(engines.find(engine), "accounted", False):
         return [
             Finding(
                 name, "engine.unchecked", f"engine {short(engine)}", "an engine whose log the checker reads"
@@ -271,7 +271,7 @@ def expected_requests(ordered: list[tuple[str, dict]]) -> int:
 
 def one_log(s: Subject, log: str, launch: dict, doc: dict) -> list[Finding]:
     """Every request of the cell held to one server log, phase by phase in the order they ran."""
-    account = parser_for(doc["engine"]["name"])(s.bundle.path(log).read_text(errors="replace"))
+    account = engines.get(doc["engine"]["name"]).parse_log(s.bundle.path(log).read_text(errors="replace"))
     if not account.ready:
         return [
             Finding(log, "engine.log", "no start-up line of the engine", f"a {account.engine} server log")

@@ -30,8 +30,11 @@ from __future__ import annotations
 
 import shlex
 
-from dayzero.checks.server_metrics import Totals, readable, totals
-from dayzero.checks.speculative import source_for
+from dayzero import engines
+from dayzero.checks.server_metrics import totals
+from dayzero.engines import DISAGGREGATED, RANK, ROUTER, SERVER
+from dayzero.engines.account import ServerAccount
+from dayzero.engines.prometheus import Totals, readable
 from dayzero.run.records import metrics_for
 from dayzero.submission import reconcile
 from dayzero.submission.bundle import Reference, Subject
@@ -46,25 +49,18 @@ from dayzero.submission.engine_account import (
     one_log,
     phases,
 )
-from dayzero.submission.engine_logs import ServerAccount, parser_for, rank_parser_for, router
 from dayzero.submission.findings import Finding, short
 from dayzero.submission.snapshots import target_of
 
-SERVER, RANK, ROUTER, DISAGGREGATED = "server", "rank", "router", "prefill/decode"
-
 
 def part_of(engine: str, launch: dict) -> str:
-    """What a launch is to the engine account, read from its command."""
+    """What a launch is to the engine account, read from its command (a router fronts any
+    engine's workers; the rest the cell's engine tells: `Engine.launch_part`)."""
     argv = _argv(launch)
-    if "sglang_router.launch_router" in argv:
+    if engines.router_of(argv) is not None:
         return ROUTER
-    if any(a.rsplit("/", 1)[-1] == "rpc-server" for a in argv) or (  # a container's prefix first
-        engine == "sglang" and _flag(argv, "--node-rank") not in (None, "0")
-    ):
-        return RANK
-    if engine == "sglang" and _flag(argv, "--disaggregation-mode") not in (None, "null"):
-        return DISAGGREGATED
-    return SERVER
+    found = engines.find(engine)
+    return (found.launch_part(argv) if found is not None else None) or SERVER
 
 
 def _argv(launch: dict) -> list[str]:
@@ -99,8 +95,8 @@ def _router_findings(rel: str, launch: dict, account: ServerAccount, want: int) 
     return out
 
 
-def _rank_findings(rel: str, launch: dict, engine: str, account: ServerAccount) -> list[Finding]:
-    what = "an rpc-server" if engine == "llama.cpp" else f"a non-endpoint {engine} rank"
+def _rank_findings(rel: str, launch: dict, engine: engines.Engine, account: ServerAccount) -> list[Finding]:
+    what = engine.rank_label
     if not account.ready:
         return [Finding(rel, "engine.log", f"not {what}'s log", f"{what}'s log ({target_of(launch)})")]
     out = listen_findings(rel, launch, account)
@@ -171,7 +167,7 @@ def across(
 ) -> list[Finding]:
     """The records reconciled across several servers' logs, phase by phase (prefill servers' as
     they count them: `handoff`)."""
-    ordered, kind = phases(s, doc), source_for(doc["engine"]["name"])[0]
+    ordered, kind = phases(s, doc), doc["engine"]["name"]
     if prefill:
         ordered = [(rel, handoff(answer)) for rel, answer in ordered]
     want = expected_requests(ordered)
@@ -214,11 +210,10 @@ def across(
 
 
 def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
-    engine, launches = doc["engine"]["name"], doc["recipe"]["launches"]
-    parse = parser_for(engine)
-    if parse is None or len(launches) < 2:
+    engine, launches = engines.find(doc["engine"]["name"]), doc["recipe"]["launches"]
+    if engine is None or not engine.accounted or len(launches) < 2:
         return []  # one launch, or an engine the checker cannot read: engine_account's
-    parts = [part_of(engine, x) for x in launches]
+    parts = [part_of(engine.name, x) for x in launches]
     logs = {rel.rsplit("/", 1)[-1]: rel for rel in doc.get("logs", []) if s.bundle.has(rel)}
     names = {log_name(x) for x in launches}
     out = [
@@ -234,11 +229,14 @@ def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
             found = f"logs: no {short(log_name(launch))}"
             out.append(Finding(name, "engine.log", found, f"a log per launch ({target_of(launch)})"))
         elif part == ROUTER:
-            out += _router_findings(rel, launch, router.parse(_read(s, rel)), want)
+            router = engines.router_of(_argv(launch)).parse_router_log(_read(s, rel))
+            out += _router_findings(rel, launch, router, want)
         elif part == RANK:
-            out += _rank_findings(rel, launch, engine, rank_parser_for(engine)(_read(s, rel)))
+            out += _rank_findings(
+                rel, launch, engine, engine.parse_rank_log(_read(s, rel)) or ServerAccount(engine.name)
+            )
         else:
-            servers.append((rel, launch, parse(_read(s, rel))))
+            servers.append((rel, launch, engine.parse_log(_read(s, rel))))
     if not servers:
         return out + [Finding(name, "engine.log", "no launch that serves requests", "a server's log")]
     if DISAGGREGATED in parts:
@@ -248,7 +246,9 @@ def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
         return out + one_log(s, rel, launch, doc)
     for rel, launch, account in servers:
         if not account.ready:
-            out.append(Finding(rel, "engine.log", "no start-up line of the engine", f"a {engine} server log"))
+            out.append(
+                Finding(rel, "engine.log", "no start-up line of the engine", f"a {engine.name} server log")
+            )
         else:
             out += _launch_findings(rel, launch, account) + _device_findings(rel, doc, launch, account)
     return out or across(s, name, doc, servers)

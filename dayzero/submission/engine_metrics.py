@@ -9,9 +9,9 @@ names the counters per engine). Each phase must agree with it, within stated tol
   plus its warm-up requests' (exactly, both ways, even when a request errored: an errored request
   is one the server did not finish, which its log does not count either);
 - prompt tokens: llama.cpp's evaluated prompt tokens equal the records' prompt tokens less their
-  cached ones; SGLang's prompt tokens equal the records' prompt tokens (exactly);
-- requests: SGLang's finished-request counter equals completed records plus warm-up requests
-  (llama.cpp publishes no request counter: its log is the request count, `engine_account`);
+  cached ones; SGLang's and vLLM's prompt tokens equal the records' prompt tokens (exactly);
+- requests: the finished-request counter (SGLang's, vLLM's) equals completed records plus warm-up
+  requests (llama.cpp publishes no request counter: its log is the request count, `engine_account`);
 - time: the server's own time for the phase's requests, summed, is no more than the client's
   end-to-end times summed (plus `TIME_TOLERANCE_S` per request for rounding), and more than
   nothing where tokens were generated;
@@ -28,16 +28,16 @@ submissions").
 
 from __future__ import annotations
 
-from dayzero.checks.server_metrics import Totals, phase_totals
-from dayzero.checks.speculative import from_snapshots, source_for
+from dayzero import engines
+from dayzero.checks.server_metrics import phase_totals
+from dayzero.checks.speculative import from_snapshots
+from dayzero.engines.prometheus import Totals
 from dayzero.run.records import metrics_for
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.engine_account import CACHED, count_at
-from dayzero.submission.engine_logs import parser_for
 from dayzero.submission.findings import Finding, short
 
 TIME_TOLERANCE_S = 0.002  # per request: llama.cpp prints milliseconds, the client microseconds
-KINDS = ("llama.cpp", "sglang")
 
 
 def _num(value) -> bool:
@@ -53,7 +53,7 @@ def client_account(answer: dict, kind: str) -> tuple[dict, str]:
     for r in done:
         rid = short(r.get("id"), 40)
         for path in ("usage.prompt_tokens", "usage.completion_tokens", CACHED):
-            if count_at(r, path) is None and (path != CACHED or kind == "llama.cpp"):
+            if count_at(r, path) is None and (path != CACHED or engines.get(kind).counts_evaluated_prompt):
                 return out, f"record {rid} has no {path}"
         if not (_num(r.get("send")) and _num(r.get("end"))):
             return out, f"record {rid} has no numeric send and end"
@@ -95,10 +95,12 @@ def disagreements(kind: str, server: Totals, client: dict) -> list[tuple[str, st
             out.append((f"{'no' if theirs is None else f'{theirs:g}'} {what}", f"{mine:g} from the records"))
 
     compare("tokens generated", server.generated, client["generated"])
-    if kind == "llama.cpp":
+    engine = engines.get(kind)  # what it counts (`Engine.totals`)
+    if engine.counts_evaluated_prompt:
         compare("prompt tokens evaluated", server.prompt_evaluated, client["prompt"] - client["cached"])
-    if kind == "sglang":
+    else:
         compare("prompt tokens", server.prompt, client["prompt"])
+    if engine.counts_requests:
         compare("requests finished", server.requests, client["requests"])
     slack = TIME_TOLERANCE_S * max(client["requests"], 1)
     if server.server_s > client["client_s"] + slack:
@@ -170,9 +172,10 @@ def decode_side(doc: dict, snapshots: dict) -> dict:
 
 
 def cross_check(s: Subject, name: str, doc: dict) -> list[Finding]:
-    kind = source_for(doc["engine"]["name"])[0]
-    if parser_for(doc["engine"]["name"]) is None or kind not in KINDS:
+    engine = engines.find(doc["engine"]["name"])
+    if engine is None or not engine.accounted:
         return []  # an engine the checker cannot read at all: engine_account rejects it
+    kind = engine.name
     out = []
     named = set(doc.get("records", []))
     for rel in sorted(named):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jsonschema
 
-from dayzero import __version__, evidence
+from dayzero import __version__, engines, evidence
 from dayzero.clock import moment
 from dayzero.errors import DayzeroError
 from dayzero.spec import yamlfile
@@ -123,23 +123,11 @@ def controller_facts() -> dict:
 
 
 def local_engine_image(name: str) -> dict:
-    """The embedded default's engines are local installs: the llama-server binary's sha256, or the
-    engines venv's SGLang RECORD (every installed file's hash), stands in for an image digest."""
-    from dayzero.lab.cache import LLAMA_CPP_PYTHON_VERSION, isa_level, server_binary, sglang_record
-
-    if name == "llama.cpp" and server_binary().exists():
-        return {
-            "image": "llama-server built by tools/build-engine from llama-cpp-python "
-            + f"{LLAMA_CPP_PYTHON_VERSION} for {isa_level()}",
-            "image_digest": "sha256:" + sha256_file(server_binary()),
-        }
-    if name == "sglang" and (record := sglang_record()):
-        return {
-            "image": "SGLang installed by tools/build-sglang "
-            + f"({record.parent.name.removesuffix('.dist-info')})",
-            "image_digest": "sha256:" + sha256_file(record),
-        }
-    return {}
+    """The embedded default's engines are local installs: what identifies the install (the
+    llama-server binary, an engine venv's RECORD of every installed file's hash) stands in for an
+    image digest (`Engine.local_image`)."""
+    engine = engines.find(name)
+    return engine.local_image() if engine is not None else {}
 
 
 def _merge(base: dict, extra: dict) -> dict:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from dayzero.checks.roofline import Ceiling, above, speed
-from dayzero.checks.speculative import from_snapshots, source_for
+from dayzero.checks.speculative import from_snapshots
 from dayzero.run.records import is_records_file, metrics_for
 from dayzero.spec.card import ActiveWeights, ModelCard
 from dayzero.spec.matrix import Cell, Hardware
@@ -66,7 +66,7 @@ def tokens_per_step(s: Subject, rel: str, card: ModelCard) -> float | None:
     doc = s.metrics.get(metrics_for(rel))
     if not isinstance(doc, dict):
         return None
-    kind = source_for(card.engine.name)[0]
+    kind = card.engine.name
     before, after = from_snapshots(kind, doc.get("before")), from_snapshots(kind, doc.get("after"))
     if before is None or after is None:
         return None

@@ -22,9 +22,10 @@ from dayzero.checks.accuracy import check_accuracy
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.performance import check_floor
-from dayzero.checks.speculative import SpecCounters, check_acceptance, source_for
+from dayzero.checks.speculative import check_acceptance
 from dayzero.checks.sweep import sweep_check, sweep_floor_check
 from dayzero.checks.tool_calls import check_names, check_tool_calls
+from dayzero.engines.prometheus import SpecCounters
 from dayzero.run import records
 from dayzero.run.plan import AccuracyPlan, SpeculativePlan, ToolCallPlan
 from dayzero.run.sweeps import SweepPlan, walk
@@ -111,7 +112,7 @@ def _counters(value):
 def speculative_result(view: CellView, sp: SpeculativePlan) -> CheckResult:
     _, answer = view.answer(sp.phase)
     counters = answer.get("counters") or {}
-    kind = source_for(view.card.engine.name)[0]
+    kind = view.card.engine.name
     name = sp.workload.name
     return check_acceptance(
         name,

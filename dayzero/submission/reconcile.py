@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from dayzero.checks.server_metrics import Totals
+from dayzero.engines.account import Served
+from dayzero.engines.prometheus import Totals
 from dayzero.submission.engine_account import (
     count_at,
     idle_problem,
@@ -25,7 +26,6 @@ from dayzero.submission.engine_account import (
     served_key,
     times_problem,
 )
-from dayzero.submission.engine_logs import Served
 from dayzero.submission.findings import short
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from urllib.parse import urlsplit
 
-from dayzero.checks.server_metrics import PREFIX, SAMPLE, readable
-from dayzero.checks.speculative import source_for
+from dayzero import engines
+from dayzero.engines.prometheus import SAMPLE, readable
 from dayzero.run.records import metrics_for
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.findings import Finding, short
@@ -113,9 +113,10 @@ def snapshot_problems(prefix: str, doc: dict, launches: list[dict]) -> list[tupl
 def check_snapshots(s: Subject, ref: Reference) -> list[Finding]:
     out = []
     for _, doc in sorted(s.evidence.items()):
-        prefix = PREFIX.get(source_for(doc["engine"]["name"])[0])
-        if prefix is None:
+        engine = engines.find(doc["engine"]["name"])
+        if engine is None or not engine.accounted:
             continue  # an engine whose counters the checker cannot read: engine_account rejects it
+        prefix = engine.metrics_prefix
         launches = doc["recipe"]["launches"]
         for rel in doc.get("records", []):
             mrel = metrics_for(rel)

@@ -271,6 +271,7 @@ def run_cell(
         step=lambda title: contextlib.nullcontext(),
         meters=(("server[0]@local", "http://127.0.0.1:18080/metrics"),),
         keep_metrics=keep_metrics,
+        engine=card.engine.name,
     )
     probes = plan.probes(card, cell)
     spec = {"action": "requests", "concurrency": probes.concurrency, "requests": probes.requests()}

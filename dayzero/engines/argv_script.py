@@ -1,21 +1,24 @@
 """Engine side of `dayzero lint`: parse argv lists with the installed engines' own parsers.
 
-Run by the engines virtualenv's interpreter (tools/build-sglang), never imported by dayzero:
-it imports nothing from dayzero. Protocol: JSON on stdin
-``{"commands": [{"parser": "sglang" | "sglang_router", "argv": [...]}, ...]}``; JSON on stdout
-``{"versions": {"sglang": ..., "sglang-router": ...}, "results": [[finding, ...], ...]}`` with
-one list per command, a finding being ``{"flag", "kind", "message"}``. Importing SGLang takes
-seconds, so a caller sends every command of a run in one call.
+Run by an engine virtualenv's interpreter (tools/build-sglang's, tools/build-vllm's), never
+imported by dayzero: it imports nothing from dayzero. Protocol: JSON on stdin
+``{"commands": [{"parser": "sglang" | "sglang_router" | "vllm", "argv": [...]}, ...],
+"packages": [distribution, ...]}``; JSON on stdout ``{"versions": {distribution: version, ...},
+"results": [[finding, ...], ...]}`` with one list per command, a finding being ``{"flag", "kind",
+"message"}``; a package not installed has no version. Importing an engine takes seconds, so a
+caller sends every command of a run in one call.
 
 The parsers are built exactly as the engines build them for their launchers:
-`prepare_server_args` (``sglang serve``, ``python -m sglang.launch_server``) and
-`parse_router_args` (``python -m sglang_router.launch_router``). argparse stops at the first
-error; the flag it names is dropped and the rest parsed again, so one pass reports every problem.
+`prepare_server_args` (``sglang serve``, ``python -m sglang.launch_server``),
+`parse_router_args` (``python -m sglang_router.launch_router``) and vLLM's `make_arg_parser` on
+its `FlexibleArgumentParser` (``vllm serve``). argparse stops at the first error; the flag it
+names is dropped and the rest parsed again, so one pass reports every problem.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -43,6 +46,13 @@ def router_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sglang_router.launch_router")
     RouterArgs.add_cli_args(parser, use_router_prefix=False)
     return parser
+
+
+def vllm_parser() -> argparse.ArgumentParser:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 
 
 def _serve_argv(argv: list[str]) -> list[str]:
@@ -126,26 +136,19 @@ def check(parser: argparse.ArgumentParser, argv: list[str]) -> list[dict]:
     return findings
 
 
-def versions() -> dict[str, str]:
+def versions(packages: list[str]) -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
     out = {}
-    try:
-        from sglang.version import __version__ as sglang
-
-        out["sglang"] = sglang
-    except ImportError:
-        pass
-    try:
-        from sglang_router.version import __version__ as router
-
-        out["sglang-router"] = router
-    except ImportError:
-        pass
+    for name in packages:
+        with contextlib.suppress(PackageNotFoundError):
+            out[name] = version(name)
     return out
 
 
 def main() -> int:
     request = json.load(sys.stdin)
-    builders = {"sglang": sglang_parser, "sglang_router": router_parser}
+    builders = {"sglang": sglang_parser, "sglang_router": router_parser, "vllm": vllm_parser}
     parsers: dict[str, argparse.ArgumentParser] = {}
     results = []
     for command in request["commands"]:
@@ -154,7 +157,7 @@ def main() -> int:
             parsers[kind] = builders[kind]()
         argv = _serve_argv(command["argv"]) if kind == "sglang" else list(command["argv"])
         results.append(check(parsers[kind], argv))
-    json.dump({"versions": versions(), "results": results}, sys.stdout)
+    json.dump({"versions": versions(request.get("packages", [])), "results": results}, sys.stdout)
     return 0
 
 

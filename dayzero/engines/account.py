@@ -1,15 +1,15 @@
-"""The engine's own account of a run, read from its server log: one parser per engine.
+"""The engine's own account of a run, read from its server log: what every engine's log parser returns.
 
-A parser turns a log into a `ServerAccount`: the launch facts the server printed (slots, threads,
-model, listen address, devices) and one `Served` per request it finished, with its own token
-counts and timings. The cross-check (`dayzero.submission.engine_account`) holds the client's
-raw records to this second account; in a cell of several launches (`engine_launches`) the
-non-endpoint ranks' logs (`rank_parser_for`) and the router's (`router`) are read as well.
+A parser (`Engine.parse_log`) turns a log into a `ServerAccount`: the launch facts the server
+printed (slots, threads, model, listen address, devices) and one `Served` per request it
+finished, with its own token counts and timings. The cross-check
+(`dayzero.submission.engine_account`) holds the client's raw records to this second account; in
+a cell of several launches (`engine_launches`) the non-endpoint ranks' logs
+(`Engine.parse_rank_log`) and a router's (`Engine.parse_router_log`) are read as well.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -42,17 +42,3 @@ class ServerAccount:
     @property
     def count(self) -> int:
         return len(self.served) if self.requests is None else self.requests
-
-
-def parser_for(engine: str) -> Callable[[str], ServerAccount] | None:
-    from dayzero.submission.engine_logs import llamacpp, sglang
-
-    return {"llama.cpp": llamacpp.parse, "sglang": sglang.parse}.get(engine)
-
-
-def rank_parser_for(engine: str) -> Callable[[str], ServerAccount] | None:
-    """The parser of a non-endpoint rank's log (ranks 1..N-1 of a multi-node server): its `listen`
-    is where the rank says it listens, `ready` that the log is such a rank's at all."""
-    from dayzero.submission.engine_logs import llamacpp, sglang
-
-    return {"llama.cpp": llamacpp.parse_rpc_server, "sglang": sglang.parse_rank}.get(engine)

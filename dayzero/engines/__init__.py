@@ -1,0 +1,88 @@
+"""Serving engines as plugins: one module per engine, found through the `dayzero.engines` entry points.
+
+dayzero's own (llama.cpp, SGLang with its router, vLLM) are registered in its pyproject.toml
+exactly as a vendor's package registers theirs:
+
+    [project.entry-points."dayzero.engines"]
+    my-engine = "my_package.engine:ENGINE"    # an instance of dayzero.engines.Engine
+
+The entry point's name is the `engine.name` model cards use. Two packages claiming one name is
+an error naming both, never a silent pick.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.metadata import entry_points
+
+from dayzero.engines.base import DISAGGREGATED, RANK, ROUTER, SERVER, ArgvParser, Engine
+from dayzero.errors import DayzeroError
+
+GROUP = "dayzero.engines"
+
+
+class EngineError(DayzeroError):
+    """An engine name nobody registered, or an entry point that is not an engine."""
+
+
+__all__ = [
+    "DISAGGREGATED",
+    "RANK",
+    "ROUTER",
+    "SERVER",
+    "ArgvParser",
+    "Engine",
+    "EngineError",
+    "find",
+    "get",
+    "registered",
+    "router_of",
+]
+
+
+@cache
+def registered() -> dict[str, Engine]:
+    """Every engine installed, by name (loaded once per process)."""
+    out: dict[str, Engine] = {}
+    origin: dict[str, str] = {}
+    for ep in entry_points(group=GROUP):
+        if ep.name in origin and origin[ep.name] != ep.value:
+            raise EngineError(
+                f"engine {ep.name!r} is registered twice ({GROUP} entry points): "
+                f"{origin[ep.name]} and {ep.value}"
+            )
+        engine = ep.load()
+        if not isinstance(engine, Engine) or engine.name != ep.name:
+            raise EngineError(
+                f"{GROUP} entry point {ep.name!r} = {ep.value}: expected a dayzero.engines.Engine "
+                f"named {ep.name!r}, got {engine!r}"
+            )
+        out[ep.name], origin[ep.name] = engine, ep.value
+    if not out:
+        raise EngineError(f"no engine is registered ({GROUP} entry points): reinstall dayzero (tools/setup)")
+    return out
+
+
+def router_of(argv) -> Engine | None:
+    """The engine whose router this launch is (a router fronts any engine's workers), or None."""
+    for engine in registered().values():
+        if any(p.fronts_any_engine and p.start(argv) is not None for p in engine.parsers):
+            return engine
+    return None
+
+
+def find(name: str | None) -> Engine | None:
+    """The engine of that card name, or None (a bundle may name one this install lacks)."""
+    return registered().get(name) if isinstance(name, str) else None
+
+
+def get(name: str) -> Engine:
+    """The engine of that card name; an unknown one is an error naming those installed."""
+    engine = find(name)
+    if engine is None:
+        known = ", ".join(sorted(registered()))
+        raise EngineError(
+            f"unknown engine {name!r} (installed: {known}); an engine is added by a package's "
+            f"{GROUP} entry point"
+        )
+    return engine

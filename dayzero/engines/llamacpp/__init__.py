@@ -1,0 +1,95 @@
+"""llama.cpp: `llama-server` (the endpoint) and `rpc-server` (ranks 1..N-1 of a multi-node role).
+
+Its /metrics (`--metrics`; names as this build prints them):
+    llamacpp:prompt_tokens_total            prompt tokens evaluated (cached ones excluded)
+    llamacpp:prompt_tokens_cached_total     cached prompt tokens, where the build has it
+    llamacpp:tokens_predicted_total         generated tokens
+    llamacpp:prompt_seconds_total           + llamacpp:tokens_predicted_seconds_total: its time
+    llamacpp:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total   speculative decoding
+    (no request counter: requests are counted from its log, `log.parse`)
+Lint reads a command with the program's own `--help` table (`help`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from dayzero.engines.account import ServerAccount
+from dayzero.engines.base import RANK, ArgvParser, Engine
+from dayzero.engines.llamacpp import help, log
+from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
+from dayzero.lab import cache
+
+PROGRAMS = {"llama-server": cache.server_binary, "rpc-server": cache.rpc_server_binary}
+SPEC = (
+    "llamacpp:spec_decode_num_drafts_total",
+    "llamacpp:spec_decode_num_draft_tokens_total",
+    "llamacpp:spec_decode_num_accepted_tokens_total",
+)
+
+
+def _read_help(version: str, argv: Sequence[str], program: str) -> list[dict]:
+    """A command checked against that program's `--help` table, at the card's llama-cpp-python pin."""
+    return help.check(help.table(PROGRAMS[program](version)), argv, program)
+
+
+class LlamaCpp(Engine):
+    name = "llama.cpp"
+    display = "llama.cpp"
+    metrics_prefix = "llamacpp:"
+    parsers = (
+        ArgvParser(
+            "llama.cpp",
+            pin=("package", "llama-cpp-python"),
+            programs=tuple(PROGRAMS),
+            setup_hint="tools/build-engine",
+            read=_read_help,
+        ),
+    )
+    logged_facts = ("slots", "threads", "model")
+    logs_devices = True
+    counts_evaluated_prompt = True
+    accounted = True
+    rank_label = "an rpc-server"
+
+    def serves_metrics(self, argv: Sequence[str]) -> bool:
+        return "--metrics" in argv
+
+    def totals(self, text: str) -> Totals | None:
+        if not isinstance(text, str) or self.metrics_prefix not in text:
+            return None
+        v = parse_prometheus(text)
+        if "llamacpp:tokens_predicted_total" not in v:
+            return None
+        return Totals(
+            prompt_evaluated=v.get("llamacpp:prompt_tokens_total", 0.0),
+            cached=v.get("llamacpp:prompt_tokens_cached_total"),
+            generated=v["llamacpp:tokens_predicted_total"],
+            server_s=v.get("llamacpp:prompt_seconds_total", 0.0)
+            + v.get("llamacpp:tokens_predicted_seconds_total", 0.0),
+        )
+
+    def spec_counters(self, text: str) -> SpecCounters | None:
+        return draft_counters(text, SPEC)
+
+    def parse_log(self, text: str) -> ServerAccount:
+        return log.parse(text)
+
+    def parse_rank_log(self, text: str) -> ServerAccount:
+        return log.parse_rpc_server(text)
+
+    def launch_part(self, argv: Sequence[str]) -> str | None:
+        return RANK if any(Path(a).name == "rpc-server" for a in argv) else None  # a container's prefix first
+
+    def local_image(self) -> dict:
+        binary = cache.server_binary()
+        if not binary.exists():
+            return {}
+        what = (
+            f"llama-server built by tools/build-engine from llama-cpp-python {cache.LLAMA_CPP_PYTHON_VERSION}"
+        )
+        return self.image_of(f"{what} for {cache.isa_level()}", binary)
+
+
+ENGINE = LlamaCpp()

@@ -1,0 +1,125 @@
+"""SGLang, with its router (`sglang_router.launch_router`, which fronts any engine's workers).
+
+Its /metrics (`--enable-metrics`; names from sglang 0.5.23, sglang/srt/observability/
+metrics_collector.py, `TokenizerMetricsCollector.observe_one_finished_request`, incremented once
+per finished request):
+    sglang:prompt_tokens_total              prompt tokens, cached ones included
+    sglang:cached_tokens_total              cached prompt tokens
+    sglang:generation_tokens_total          generated tokens
+    sglang:num_requests_total               finished requests
+    sglang:e2e_request_latency_seconds_sum  its own end-to-end time, summed over requests
+    sglang:spec_verify_calls_total          speculative verification calls (accept length =
+                                            generated tokens / verify calls, as SGLang computes it)
+    sglang:spec_num_draft_tokens            a gauge: tokens per verification step
+    sglang:time_to_first_token_seconds      histogram (_sum, _count): its own TTFT per request,
+                                            from arrival to first token (`checks.server_latency`)
+Lint reads commands with `ServerArgs` and the router's `RouterArgs` in the engines virtualenv
+(tools/build-sglang; `argv_script.py`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from dayzero.engines.account import ServerAccount
+from dayzero.engines.base import DISAGGREGATED, RANK, ArgvParser, Engine
+from dayzero.engines.prometheus import SpecCounters, Totals, parse_prometheus
+from dayzero.engines.sglang import log, router_log
+from dayzero.lab import cache
+
+ARGV_SCRIPT = resources.files("dayzero.engines").joinpath("argv_script.py")
+
+
+def engines_python() -> Path:
+    """The engines virtualenv's interpreter (tools/build-sglang), outside dayzero's own."""
+    env = os.environ.get("DAYZERO_ENGINES_PYTHON")
+    return Path(env) if env else cache.engines_venv() / "bin" / "python"
+
+
+SERVER_PARSER = ArgvParser(
+    "sglang",
+    pin=("package", "sglang"),
+    launchers=(("sglang", "serve"), ("-m", "sglang.launch_server")),
+    python=lambda: engines_python(),
+    script=ARGV_SCRIPT,
+    setup_hint="tools/build-sglang",
+)
+ROUTER_PARSER = ArgvParser(
+    "sglang_router",
+    pin=("router_package", "sglang-router"),
+    launchers=(("-m", "sglang_router.launch_router"),),
+    fronts_any_engine=True,
+    python=lambda: engines_python(),
+    script=ARGV_SCRIPT,
+    setup_hint="tools/build-sglang",
+)
+
+
+def _flag(argv: Sequence[str], name: str) -> str | None:
+    values = [v for f, v in zip(argv, argv[1:], strict=False) if f == name]
+    return values[-1] if values else None
+
+
+class SGLang(Engine):
+    name = "sglang"
+    display = "SGLang"
+    metrics_prefix = "sglang:"
+    parsers = (SERVER_PARSER, ROUTER_PARSER)
+    ttft_histogram = True
+    bench_tool = "sglang.bench_serving"
+    accounted = True
+    counts_requests = True
+    rank_label = "a non-endpoint sglang rank"
+
+    def serves_metrics(self, argv: Sequence[str]) -> bool:
+        return "--enable-metrics" in argv
+
+    def totals(self, text: str) -> Totals | None:
+        if not isinstance(text, str) or self.metrics_prefix not in text:
+            return None
+        v = parse_prometheus(text)
+        return Totals(
+            prompt=v.get("sglang:prompt_tokens_total", 0.0),
+            cached=v.get("sglang:cached_tokens_total", 0.0),
+            generated=v.get("sglang:generation_tokens_total", 0.0),
+            requests=v.get("sglang:num_requests_total", 0.0),
+            server_s=v.get("sglang:e2e_request_latency_seconds_sum", 0.0),
+            verify_calls=v.get("sglang:spec_verify_calls_total", 0.0),
+            ttft_s=v.get("sglang:time_to_first_token_seconds_sum", 0.0),
+            first_tokens=v.get("sglang:time_to_first_token_seconds_count", 0.0),
+        )
+
+    def spec_counters(self, text: str) -> SpecCounters | None:
+        """Verification calls are the drafts; generated tokens less one bonus token per call are
+        the accepted ones, so 1 + accepted / drafts is SGLang's generated / verify calls."""
+        t = self.totals(text)
+        if t is None:
+            return None
+        steps = parse_prometheus(text).get("sglang:spec_num_draft_tokens")  # a gauge: tokens per step
+        calls = t.verify_calls or 0.0
+        return SpecCounters(calls, calls * (steps - 1) if steps else 0.0, t.generated - calls)
+
+    def parse_log(self, text: str) -> ServerAccount:
+        return log.parse(text)
+
+    def parse_rank_log(self, text: str) -> ServerAccount:
+        return log.parse_rank(text)
+
+    def parse_router_log(self, text: str) -> ServerAccount:
+        return router_log.parse(text)
+
+    def launch_part(self, argv: Sequence[str]) -> str | None:
+        if _flag(argv, "--node-rank") not in (None, "0"):
+            return RANK
+        if _flag(argv, "--disaggregation-mode") not in (None, "null"):
+            return DISAGGREGATED
+        return None
+
+    def local_image(self) -> dict:
+        return self.venv_image(cache.engines_venv(), "sglang", "tools/build-sglang")
+
+
+ENGINE = SGLang()
