@@ -10,49 +10,18 @@ non-endpoint ranks' logs (`rank_parser_for`) and the router's (`router`) are rea
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from dayzero.submission.engine_logs import llamacpp, sglang
+from dayzero.submission.engine_logs.account import Served, ServerAccount
 
-@dataclass(frozen=True)
-class Served:
-    """One request as the server accounts for it (times in seconds since the server started)."""
-
-    task: int
-    slot: int
-    start_s: float
-    prompt_evaluated: int  # prompt tokens computed for it (cached ones excluded)
-    generated: int
-    total_s: float  # the server's own prompt + generation time for it
-    prompt: int | None = None  # all its prompt tokens, cached included, where the log says (SGLang)
-    room: int | None = None  # SGLang prefill/decode: the bootstrap room both halves of a request share
-
-
-@dataclass(frozen=True)
-class ServerAccount:
-    engine: str
-    slots: int | None = None
-    threads: int | None = None
-    model: str | None = None
-    listen: str | None = None  # host:port
-    devices: tuple[str, ...] = ()  # accelerator devices the engine used; () on a cpu build
-    served: tuple[Served, ...] = ()  # per request, where the engine logs them
-    requests: int | None = None  # requests served, where only a count is logged (else len(served))
-    ready: bool = False  # the log says the server came up
-
-    @property
-    def count(self) -> int:
-        return len(self.served) if self.requests is None else self.requests
+__all__ = ["Served", "ServerAccount", "parser_for", "rank_parser_for"]
 
 
 def parser_for(engine: str) -> Callable[[str], ServerAccount] | None:
-    from dayzero.submission.engine_logs import llamacpp, sglang
-
     return {"llama.cpp": llamacpp.parse, "sglang": sglang.parse}.get(engine)
 
 
 def rank_parser_for(engine: str) -> Callable[[str], ServerAccount] | None:
     """The parser of a non-endpoint rank's log (ranks 1..N-1 of a multi-node server): its `listen`
     is where the rank says it listens, `ready` that the log is such a rank's at all."""
-    from dayzero.submission.engine_logs import llamacpp, sglang
-
     return {"llama.cpp": llamacpp.parse_rpc_server, "sglang": sglang.parse_rank}.get(engine)

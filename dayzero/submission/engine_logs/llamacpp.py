@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from dayzero.submission.engine_logs import Served, ServerAccount
+from dayzero.submission.engine_logs.account import Served, ServerAccount
 
 STAMP = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) ")
 SLOTS = re.compile(r"initializing, n_slots = (\d+)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from dayzero.submission.engine_logs import ServerAccount
+from dayzero.submission.engine_logs.account import ServerAccount
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 LISTEN = re.compile(r"Starting router on (\S+?)(?: \||$)")

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from dayzero.submission.engine_logs import Served, ServerAccount
+from dayzero.submission.engine_logs.account import Served, ServerAccount
 
 LISTEN = re.compile(r"Uvicorn running on https?://(\S+?)/? ")
 FIRED_UP = "The server is fired up and ready to roll"
