@@ -14,6 +14,7 @@ from dayzero import evidence  # noqa: E402
 from dayzero.cli import main  # noqa: E402
 from dayzero.history import pictures  # noqa: E402
 from dayzero.history.store import open_store  # noqa: E402
+from dayzero.report import nightly  # noqa: E402
 
 from .conftest import REPO  # noqa: E402
 from .history_nights import CELL, series_docs  # noqa: E402
@@ -84,7 +85,7 @@ def test_the_benchmark_card_draws_each_series_with_its_change_points(lab, capsys
 def test_a_night_is_drawn_with_its_trends_and_the_cards_of_the_models_that_ran(lab):
     from dayzero.spec.matrix import load_matrix
 
-    drawn = pictures.draw_night(lab / "h.sqlite", lab / "reports", load_matrix(REPO / "matrix"), [CELL])
+    drawn = nightly.draw_night(lab / "h.sqlite", lab / "reports", load_matrix(REPO / "matrix"), [CELL])
     assert (
         drawn[0].endswith("acceptance.md")
         and 'class="spark"' in (lab / "reports" / "acceptance.html").read_text()

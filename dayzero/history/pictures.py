@@ -103,17 +103,3 @@ def charts(store, cells: Sequence[str]) -> list[str]:
                 series_chart(cell, series, points, trends.found(cell, series, dict(names)[series], points))
             )
     return out
-
-
-def draw_night(target, night_dir, matrix, cells: Sequence[str]) -> list[str]:
-    """The night's pictures of its history: the acceptance page again with each cell's trend, and
-    the benchmark cards of the models that ran with each cell's series (the Allure report attaches
-    the cards). Returns the files written."""
-    from dayzero.history.store import open_store
-    from dayzero.report.acceptance import write_acceptance
-    from dayzero.report.benchcard import write_cards
-
-    models = sorted({c.split("/", 1)[0] for c in cells})
-    with open_store(target) as store:
-        page = write_acceptance(matrix, night_dir, trends=sparklines(store, [c.id for c in matrix.cells]))
-        return [str(page), *map(str, write_cards(matrix, night_dir, models, history=store))]

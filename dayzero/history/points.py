@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dayzero.report.nightly import direction, levels
+from dayzero.history.levels import direction, levels
 
 # the levels a history follows: throughputs, TTFT, inter-token latency (tails included)
 FOLLOWED = (

@@ -15,8 +15,8 @@ import allure
 import pytest
 
 from dayzero.plugin import signals
-from dayzero.plugin.hooks import INVENTORY_KEY, LINT_KEY, MATRIX_KEY, RUN_ID_KEY
 from dayzero.plugin.options import option_path
+from dayzero.plugin.stash import INVENTORY_KEY, LINT_KEY, MATRIX_KEY, RUN_ID_KEY
 from dayzero.plugin.tally import record_skip
 from dayzero.report import allure_cell
 from dayzero.report.nightly import Baseline

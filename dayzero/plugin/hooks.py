@@ -16,21 +16,17 @@ from dayzero import __version__
 from dayzero.clock import now_iso
 from dayzero.errors import ConfigError
 from dayzero.plugin import markers, signals
+from dayzero.plugin.crash import CrashedCells
 from dayzero.plugin.options import DEFAULTS, OPTIONS, option_path
+from dayzero.plugin.stash import INVENTORY_KEY, LINT_KEY, MATRIX_KEY, RUN_ID_KEY, STARTED_KEY
 from dayzero.plugin.tally import CellTally
 from dayzero.report import allure_env
 from dayzero.report.acceptance import write_acceptance
 from dayzero.run.cell import new_run_id
 from dayzero.run.host_vars import missing_vars
 from dayzero.run.preview import dry_run_text, no_run
-from dayzero.spec.inventory import Inventory, load_inventory
-from dayzero.spec.matrix import Cell, Matrix, load_matrix
-
-MATRIX_KEY = pytest.StashKey[Matrix]()
-INVENTORY_KEY = pytest.StashKey[Inventory]()
-RUN_ID_KEY = pytest.StashKey[str]()
-STARTED_KEY = pytest.StashKey[str]()
-LINT_KEY = pytest.StashKey[dict[str, list[str]]]()
+from dayzero.spec.inventory import load_inventory
+from dayzero.spec.matrix import Cell, load_matrix
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,8 +79,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("dayzero_dry_run"):
         config.option.dist = "no"  # the plan is printed at collection: xdist's workers would hide it
     if not hasattr(config, "workerinput") and _runs_suites(config):  # an xdist controller, or no xdist
-        from dayzero.plugin.crash import CrashedCells  # it imports the fixtures, which import us
-
         config.pluginmanager.register(CrashedCells(config), "dayzero-crashed-cells")
         config.pluginmanager.register(CellTally(config, matrix, config.stash[INVENTORY_KEY]), "dayzero-tally")
     signals.install()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from dayzero.errors import InfrastructureError
+from dayzero.plugin.stash import INVENTORY_KEY
 from dayzero.redact import redact
 from dayzero.run.tally import LAB_FAULT_LINE
 from dayzero.spec.matrix import Cell
@@ -36,8 +37,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     callspec = getattr(item, "callspec", None)
     is_cell = callspec is not None and isinstance(callspec.params.get("cell"), Cell)
     if report.failed and is_cell and isinstance(exc, InfrastructureError):
-        from dayzero.plugin.hooks import INVENTORY_KEY  # hooks imports the tally, which imports us
-
         inventory = item.config.stash.get(INVENTORY_KEY, None)
         why = redact(str(exc).strip(), inventory.secrets if inventory is not None else ())
         report.longrepr = LAB_FAULT_LINE + why

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dayzero import atomic
 from dayzero.escape import escape
+from dayzero.history.pictures import charts
 from dayzero.report import cardplan
 from dayzero.report.acceptance import latest_evidence
 from dayzero.report.cost import Price, per_million_tokens, prices
@@ -562,8 +563,6 @@ def write_cards(
         html_path = folder / f"{card.kind}.html"
         across: list[str] = []
         if history is not None:
-            from dayzero.history.pictures import charts
-
             across = charts(
                 history, [c.id for c in matrix.cells if c.model == card.model and c.hardware == card.kind]
             )

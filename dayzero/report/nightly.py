@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import statistics
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -43,6 +42,14 @@ from pathlib import Path
 
 from dayzero import atomic, evidence, exitcodes
 from dayzero.clock import moment
+from dayzero.history import trends
+from dayzero.history.levels import direction, levels
+from dayzero.history.pictures import sparklines
+from dayzero.history.store import open_store
+from dayzero.report import allure_build
+from dayzero.report.acceptance import write_acceptance
+from dayzero.report.benchcard import write_cards
+from dayzero.spec.matrix import load_matrix
 
 DEFAULT_BAND_PCT = 10.0
 TAIL_BAND_PCT = 25.0
@@ -53,7 +60,6 @@ HISTORY = "allure-history.jsonl"
 REGRESSIONS = "regressions.json"
 STORE = "history.sqlite"  # the results store (dayzero.history), under the nightly root by default
 HISTORY_WORDS = {"new": "NEW REGRESSION", "persist": "regression persists", "recovered": "RECOVERED"}
-LATENCY_STATS = ("mean", "median", "p90", "p99")
 
 
 @dataclass(frozen=True)
@@ -85,47 +91,6 @@ class Comparison:
 
     def to_json(self) -> dict:
         return {**asdict(self), "change_pct": round(self.change_pct, 2)}
-
-
-def direction(metric: str) -> bool | None:
-    """True: higher is better; False: lower is better; None: not a level we compare."""
-    if metric.startswith("std_"):
-        return None  # a dispersion, not a level
-    if "throughput" in metric or metric.endswith("interactivity"):
-        return True
-    if metric.endswith("_ms") and metric.split("_", 1)[0] in LATENCY_STATS:
-        return False
-    return None
-
-
-def summaries(check: dict) -> list[dict]:
-    """Per-repetition summaries of a performance check (one when the run was not repeated)."""
-    details = check.get("details") or {}
-    if details.get("summaries"):
-        return [s for s in details["summaries"] if isinstance(s, dict)]
-    if isinstance(details.get("summary"), dict):
-        return [details["summary"]]
-    return []
-
-
-def levels(check: dict) -> dict[str, tuple[float, float | None]]:
-    """metric -> (median over repetitions, range over repetitions or None when run once)."""
-    out: dict[str, tuple[float, float | None]] = {}
-    reps = summaries(check)
-    keys = {k for s in reps for k in s}
-    for key in sorted(keys):
-        if direction(key) is None:
-            continue
-        values = [float(s[key]) for s in reps if isinstance(s.get(key), int | float)]
-        if values:
-            out[key] = (statistics.median(values), (max(values) - min(values)) if len(values) > 1 else None)
-    if not out and isinstance(check.get("measured"), int | float):
-        metric = check["name"].split(":", 1)[-1].split("@", 1)[0]
-        if direction(metric) is not None:
-            agg = (check.get("details") or {}).get("aggregate") or {}
-            rng = agg["max"] - agg["min"] if len(agg.get("values") or ()) > 1 else None
-            out[metric] = (float(check["measured"]), rng)
-    return out
 
 
 def noise_band(
@@ -288,11 +253,18 @@ def pytest_command(args, night: Path, baseline: Path | None) -> list[str]:
     return cmd
 
 
+def draw_night(target, night_dir, matrix, cells: Sequence[str]) -> list[str]:
+    """The night's pictures of its history: the acceptance page again with each cell's trend, and
+    the benchmark cards of the models that ran with each cell's series (the Allure report attaches
+    the cards). Returns the files written."""
+    models = sorted({c.split("/", 1)[0] for c in cells})
+    with open_store(target) as store:
+        page = write_acceptance(matrix, night_dir, trends=sparklines(store, [c.id for c in matrix.cells]))
+        return [str(page), *map(str, write_cards(matrix, night_dir, models, history=store))]
+
+
 def run_nightly(args) -> int:
     """One night: pytest over the matrix (xdist), regressions vs the previous night, the report."""
-    from dayzero.history import trends  # reads this module's metric levels
-    from dayzero.report import allure_build
-
     root = Path(args.root).resolve()
     stamp = night_stamp()
     night = root / NIGHTS / stamp
@@ -315,9 +287,6 @@ def run_nightly(args) -> int:
     if "not_available" in result["history"]:
         print(f"[nightly] history: {result['history']['not_available']}", file=sys.stderr)
     elif not args.no_report:
-        from dayzero.history.pictures import draw_night
-        from dayzero.spec.matrix import load_matrix
-
         matrix = load_matrix(getattr(args, "nightly_matrix", None) or args.matrix)
         drawn = draw_night(store, night, matrix, latest_by_cell(night))
         print(

@@ -1,4 +1,4 @@
-"""The measurement phases of a cell run: performance floors, accuracy gate, speculative acceptance;
+"""The measurement phases of a cell run: performance floors, sweeps, accuracy gate, speculative acceptance;
 and the tool-call phase the correctness step runs after the probes (`run_tool_calls`).
 
 `dayzero.run.cell.measure` calls `run_all` once the deployment is ready. Every phase sends what
@@ -15,6 +15,7 @@ model card, so a CPU card can budget a short run and a B300 card the full one.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,11 +29,11 @@ from dayzero.checks.metrics import run_summary, saturation
 from dayzero.checks.performance import INVALID, check_floor
 from dayzero.checks.server_metrics import summed
 from dayzero.checks.speculative import check_acceptance, from_snapshots
+from dayzero.checks.sweep import sweep_check, sweep_floor_check
 from dayzero.checks.tool_calls import check_tool_calls
 from dayzero.lab.hostload import HostLoad, contention
-from dayzero.run import plan
+from dayzero.run import plan, sweeps
 from dayzero.run.plan import MeasurementPlan
-from dayzero.run.sweeps import run_sweeps
 from dayzero.spec.card import ModelCard, Protocol
 from dayzero.spec.matrix import Cell
 
@@ -215,6 +216,35 @@ def run_performance(
                 result = judged_for_contention(check_floor(floor, measurement), phases(m), ep)
                 ep.attach(f"measured {floor.name}", {"verdict": result.verdict, "message": result.message})
                 yield result
+
+
+def run_sweeps(
+    card: ModelCard, cell: Cell, ep: Endpoint, accelerators: int, suites: Path
+) -> Iterator[CheckResult]:
+    """Each sweep of the cell, live: points measured until the sweep's budget is spent."""
+    for sp in sweeps.plans(card, cell, suites):
+        sweep = sp.sweep
+        with ep.step(f"sweep: {sweep.name} ({sweep.kind}, {sweep.workload})"):
+            started = time.monotonic()
+
+            kept: dict[str, Mapping] = {}  # records file -> its /metrics snapshots
+
+            def measure(p: sweeps.SweepPoint, started=started, kept=kept):
+                if time.monotonic() - started > p.sweep.budget_s:
+                    return None
+                answers, _, docs = collect(ep, p, accelerators)
+                kept.update({rel: doc for (rel, _), doc in zip(answers, docs, strict=True)})
+                return answers
+
+            points, skipped = sweeps.walk(sp, measure, accelerators, kept.get)
+            result = sweep_check(sweep, points, skipped)
+            ep.say(f"{result.name}: {result.message}")
+            yield result
+            if (floor := sweep_floor_check(sweep, result)) is not None:
+                phases = [ph for p in points for ph in sp.point(p["load"]).phases()]
+                floor = judged_for_contention(floor, phases, ep)
+                ep.say(f"{floor.name}: {floor.message}")
+                yield floor
 
 
 def _load(ep: Endpoint, phase: str, concurrency: int, requests: list[dict]) -> tuple[dict, dict]:

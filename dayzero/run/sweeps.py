@@ -1,4 +1,5 @@
-"""Benchmark-card sweeps as a phase of a cell run: what each point requests, and the sweep's walk.
+"""Benchmark-card sweeps: what each point requests, and the sweep's walk (run live by
+`dayzero.run.phases.run_sweeps`).
 
 A point is a `MeasurementPlan` with its own record names (`records.sweep`) and prompts: a context
 point sets the workload's input length, a rate point gives every request a Poisson arrival time
@@ -13,14 +14,12 @@ run measured are the points a checker expects.
 from __future__ import annotations
 
 import random
-import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dayzero.checks import CheckResult
-from dayzero.checks.sweep import next_load, point, sweep_check, sweep_floor_check
+from dayzero.checks.sweep import next_load, point
 from dayzero.run import records
 from dayzero.run.plan import MeasurementPlan
 from dayzero.spec.card import ModelCard
@@ -156,32 +155,3 @@ def walk(sp: SweepPlan, measure: Measure, accelerators: int, metrics: Metrics = 
             break
         steps += 1
     return sorted(points, key=lambda p: p["load"]), skipped
-
-
-def run_sweeps(card: ModelCard, cell: Cell, ep, accelerators: int, suites: Path) -> Iterator[CheckResult]:
-    """Each sweep of the cell, live: points measured until the sweep's budget is spent."""
-    from dayzero.run.phases import collect, judged_for_contention  # phases runs the sweeps: no cycle
-
-    for sp in plans(card, cell, suites):
-        sweep = sp.sweep
-        with ep.step(f"sweep: {sweep.name} ({sweep.kind}, {sweep.workload})"):
-            started = time.monotonic()
-
-            kept: dict[str, Mapping] = {}  # records file -> its /metrics snapshots
-
-            def measure(p: SweepPoint, started=started, kept=kept):
-                if time.monotonic() - started > p.sweep.budget_s:
-                    return None
-                answers, _, docs = collect(ep, p, accelerators)
-                kept.update({rel: doc for (rel, _), doc in zip(answers, docs, strict=True)})
-                return answers
-
-            points, skipped = walk(sp, measure, accelerators, kept.get)
-            result = sweep_check(sweep, points, skipped)
-            ep.say(f"{result.name}: {result.message}")
-            yield result
-            if (floor := sweep_floor_check(sweep, result)) is not None:
-                phases = [ph for p in points for ph in sp.point(p["load"]).phases()]
-                floor = judged_for_contention(floor, phases, ep)
-                ep.say(f"{floor.name}: {floor.message}")
-                yield floor

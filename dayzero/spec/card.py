@@ -18,13 +18,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from dayzero.errors import ConfigError
 from dayzero.spec import yamlfile
-
-if TYPE_CHECKING:
-    from dayzero.spec.matrix import Cell
+from dayzero.spec.cell import Cell
 
 MODE = "mode"  # a concurrency of "mode": the cell's mode's
 THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")

@@ -18,6 +18,7 @@ from dayzero.spec import card as model_card
 from dayzero.spec import sweeps as sweep_spec
 from dayzero.spec import yamlfile
 from dayzero.spec.card import ModelCard, as_names, matches
+from dayzero.spec.cell import Cell
 
 HARDWARE_FILE = "hardware.yaml"
 MODELS_DIR = "models"
@@ -52,47 +53,6 @@ class Hardware:
     def measured(self) -> bool:
         """Its bandwidth is the host's own, measured by preflight (no published figure)."""
         return self.device_query == "nproc" and not (self.peak and self.peak.memory_bandwidth_gbs)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One (model, hardware, mode, strategy[, options]) combination."""
-
-    model: str
-    hardware: str
-    mode: str
-    strategy: str
-    options: tuple[str, ...] = ()
-    published: str = "pending"  # verified | pending | unsupported, as its authors published it
-    reason: str = ""  # why a cell is unsupported
-    nodes: int = 1
-    # The engine axis: set only where the card serves this hardware kind with several engines
-    # (smollm2 on cpu: llama.cpp and sglang); the id and the markers then carry it.
-    engine: str = ""
-
-    def __repr__(self) -> str:
-        """The id: allure-pytest hashes parameter reprs into a test's history id, which must not
-        change when a cell's published status does."""
-        return f"Cell({self.id})"
-
-    @property
-    def id(self) -> str:
-        strategy = "+".join((self.strategy, *self.options))
-        return f"{self.model}/{self.kind}/{self.mode}/{strategy}"
-
-    @property
-    def kind(self) -> str:
-        """The hardware segment of the id: `cpu`, or `cpu+sglang` where the engine is an axis."""
-        return f"{self.hardware}+{self.engine}" if self.engine else self.hardware
-
-    @property
-    def markers(self) -> tuple[str, ...]:
-        engine = (self.engine,) if self.engine else ()
-        return (self.model, self.hardware, *engine, self.mode, self.strategy, *self.options)
-
-    @property
-    def supported(self) -> bool:
-        return self.published != "unsupported"
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,11 @@ import tempfile
 from pathlib import Path
 
 from dayzero import atomic, evidence
-from dayzero.errors import ConfigError
 from dayzero.submission import identity
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.check import Report, run_checks
 from dayzero.submission.extract import DEFAULT_LIMITS, Limits
-
-SUBMISSIONS_DIR = "submissions"
-INDEX = f"{SUBMISSIONS_DIR}/index.json"
+from dayzero.submission.identity import INDEX, SUBMISSIONS_DIR, load_index
 
 
 def accepted_evidence(doc: dict, report: Report, stored: str) -> dict:
@@ -50,20 +47,6 @@ def accepted_evidence(doc: dict, report: Report, stored: str) -> dict:
     out["logs"] = [f"{stored}/{rel}" for rel in doc.get("logs", [])]
     evidence.validate(out)
     return out
-
-
-def load_index(reports_dir: Path) -> dict[str, dict]:
-    """A key of an accepted records file (`identity.keys`) -> {vendor, cell, bundle_sha256, file}."""
-    path = Path(reports_dir) / INDEX
-    if not path.exists():
-        return {}
-    try:
-        index = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(path, "", f"not a readable submissions index: {exc}") from None
-    if not isinstance(index, dict) or not all(isinstance(v, dict) for v in index.values()):
-        raise ConfigError(path, "", "expected a mapping of key to {vendor, cell, bundle_sha256, file}")
-    return index
 
 
 def _store_bundle(s: Subject, bundle: Path, verdict: str, dest: Path) -> None:

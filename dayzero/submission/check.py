@@ -198,10 +198,7 @@ def run_checks(
     for family in FAMILIES:
         findings += run_family(family, subject, ref)
     if reports_dir is not None and not findings:
-        from dayzero.submission.accept import load_index
-        from dayzero.submission.identity import replays
-
-        findings += replays(subject, subject.vendor, load_index(Path(reports_dir)))
+        findings += identity.replays(subject, subject.vendor, identity.load_index(Path(reports_dir)))
     owner = cell_of_file(subject)
     groups = grouped(findings, owner)
     findings = [f for g in groups for f in (g.cause, *g.consequences)]

@@ -7,7 +7,7 @@ the host client, so shifting a run in time or renaming its requests keeps them).
 never stream a request with the same eight or more arrival times to the microsecond; a replayed
 one always does. Within a bundle no two records files may share a fingerprint (one run cannot
 back two cells, or two phases); across bundles the accepted index remembers every key
-(`dayzero.submission.accept`).
+(`load_index`, written by `dayzero.submission.accept`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
+from dayzero.errors import ConfigError
 from dayzero.run.records import is_records_file
 from dayzero.submission.bundle import Reference, Subject, sha256_file
 from dayzero.submission.findings import Finding, short
 
 MIN_CHUNKS = 8  # fewer arrival times could meet by chance across millions of records
+SUBMISSIONS_DIR = "submissions"  # under the reports: the accepted bundles, and the index of their keys
+INDEX = f"{SUBMISSIONS_DIR}/index.json"
 
 
 def _sha(text: str) -> str:
@@ -83,6 +87,20 @@ def index_entries(s: Subject, vendor: str, bundle_sha256: str) -> dict[str, dict
         for k in known_by:
             out.setdefault(k, {"vendor": vendor, "cell": cell, "bundle_sha256": bundle_sha256, "file": rel})
     return out
+
+
+def load_index(reports_dir: Path) -> dict[str, dict]:
+    """A key of an accepted records file (`keys`) -> {vendor, cell, bundle_sha256, file}."""
+    path = Path(reports_dir) / INDEX
+    if not path.exists():
+        return {}
+    try:
+        index = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(path, "", f"not a readable submissions index: {exc}") from None
+    if not isinstance(index, dict) or not all(isinstance(v, dict) for v in index.values()):
+        raise ConfigError(path, "", "expected a mapping of key to {vendor, cell, bundle_sha256, file}")
+    return index
 
 
 def check_one_run_per_phase(s: Subject, ref: Reference) -> list[Finding]:

@@ -672,6 +672,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--login-rc", action="store_true", help="let bash source ~/.bashrc in every command")
     for name, text in (("stop", "stop every sshd of DIR and wait until gone"), ("status", "show what runs")):
         sub.add_parser(name, help=text).add_argument("--dir", required=True)
+    # tools/testbed hands `slurm ...` to devlab.slurm before this parser sees it: listed here for -h
     sub.add_parser("slurm", help="a real Slurm cluster on this machine instead: tools/testbed slurm -h")
     g = sub.add_parser("gate", help=argparse.SUPPRESS)
     g.add_argument("endpoints", nargs=4)
@@ -679,12 +680,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["slurm"]:
-        from devlab import slurm
-
-        return slurm.main(argv[1:])
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         if args.action == "gate":
             return gate(*args.endpoints)

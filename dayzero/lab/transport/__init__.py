@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from dayzero.lab.transport.base import CommandResult, RemoteProcess, Transport
+from dayzero.lab.transport.base import (
+    CONNECT_TIMEOUT_S,
+    CONNECT_TRIES,
+    CommandResult,
+    RemoteProcess,
+    Transport,
+)
 from dayzero.spec.inventory import Host, Inventory
 
 __all__ = [
@@ -14,12 +20,6 @@ __all__ = [
     "network_address",
     "open_transport",
 ]
-
-# Seconds a host has to answer before it is unreachable (`--connect-timeout`). A host refused or
-# unresolved is dialled up to CONNECT_TRIES times, all within them (`ssh.pool`): a host rebooting
-# or a resolver blip is not a dead host.
-CONNECT_TIMEOUT_S = 15.0
-CONNECT_TRIES = 3
 
 
 def open_transport(

@@ -1,4 +1,5 @@
-"""What every transport offers, and the process-group handling built on top of `run`.
+"""What every transport offers, how long a host has to answer, and the process-group handling
+built on top of `run`.
 
 A transport only needs `run` (a shell command with a wall-clock deadline), `put` and `get`.
 Background processes, their process groups and log tails are plain shell on the host, so the
@@ -15,6 +16,12 @@ from dayzero.errors import CommandTimeout, InfrastructureError
 from dayzero.redact import redact
 from dayzero.spec.inventory import Host
 from dayzero.spec.shell import exports, quote
+
+# Seconds a host has to answer before it is unreachable (`--connect-timeout`). A host refused or
+# unresolved is dialled up to CONNECT_TRIES times, all within them (`ssh.pool`): a host rebooting
+# or a resolver blip is not a dead host.
+CONNECT_TIMEOUT_S = 15.0
+CONNECT_TRIES = 3
 
 
 def group_alive(pgid: int | str) -> str:

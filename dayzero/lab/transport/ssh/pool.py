@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import paramiko
 
 from dayzero.errors import HostUnreachable, InfrastructureError
-from dayzero.lab.transport import CONNECT_TIMEOUT_S, CONNECT_TRIES
+from dayzero.lab.transport.base import CONNECT_TIMEOUT_S, CONNECT_TRIES
 from dayzero.lab.transport.ssh.config import SshTarget
 from dayzero.lab.transport.ssh.hostkeys import Trust, TrustPolicy, changed_key_error
 
