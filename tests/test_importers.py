@@ -71,12 +71,28 @@ def test_fields_map_onto_our_vocabulary():
     assert not disagreements(v)
 
 
+def test_latency_the_file_does_not_summarise_comes_from_its_arrays():
+    # vllm bench serve summarises --percentile-metrics only (default ttft,tpot,itl at p99): the
+    # recorded file has no e2e latency at all, but its per-request arrays do.
+    assert "median_e2el_ms" not in VLLM_RUN and "p90_ttft_ms" not in VLLM_RUN
+    v = parse(VLLM_RUN)
+    median_latency_ms = statistics.median(VLLM_RUN["latencies"]) * 1000  # vLLM's own e2e, seconds
+    assert v.summary["median_e2e_latency_ms"] == pytest.approx(median_latency_ms, rel=0.01)
+    assert "p90_ttft_ms" in v.summary and v.summary["p99_ttft_ms"] == VLLM_RUN["p99_ttft_ms"]
+    assert any(n.startswith("from the per-request arrays") and "median_e2e_latency_ms" in n for n in v.notes)
+    # what the file does summarise is never replaced
+    assert not [n for n in parse(SGLANG_RUN).notes if "e2e" in n]
+
+
 def test_per_request_arrays_are_checked_against_the_summary():
     theirs = statistics.median(VLLM_RUN["ttfts"]) * 1000
     doctored = {**VLLM_RUN, "median_ttft_ms": theirs / 2}
     assert f"median_ttft_ms: file says {theirs / 2:.3f}, its per-request arrays give {theirs:.3f}" in (
         parse(doctored).notes
     )
+    e2e = SGLANG_RUN["median_e2e_latency_ms"]
+    notes = parse({**SGLANG_RUN, "median_e2e_latency_ms": e2e * 2}).notes
+    assert any(n.startswith(f"median_e2e_latency_ms: file says {e2e * 2:.3f}") for n in notes)
 
 
 def test_detect_refuses_unknown_files():
