@@ -27,6 +27,8 @@ from dayzero.spec.matrix import Cell
 SGLANG, VLLM = "sglang.bench_serving", "vllm bench serve"
 ANCHOR = 1.0  # peers keep no send times: every imported request starts at the same instant
 STAT = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$")
+# Our per-request latency statistics: send times do not enter them, so imported arrays give them.
+LATENCY = re.compile(r"^(mean|median|std|p\d+)_(ttft|tpot|itl|e2e_latency)_ms$")
 DIRECT = {
     "completed": "completed",
     "failed": "failed",
@@ -123,10 +125,17 @@ def parse(run: Mapping, tool: str | None = None) -> Imported:
     records = _records(run)
     if records:
         mine = run_summary(records)
-        for key in ("median_ttft_ms", "median_tpot_ms", "median_itl_ms"):
+        for key in ("median_ttft_ms", "median_tpot_ms", "median_itl_ms", "median_e2e_latency_ms"):
             theirs = summary.get(key)
             if theirs and mine.get(key) is not None and abs(mine[key] - theirs) > 0.02 * theirs + 0.01:
                 notes.append(f"{key}: file says {theirs:.3f}, its per-request arrays give {mine[key]:.3f}")
+        # A statistic the tool did not summarise is taken from its arrays: `vllm bench serve`
+        # summarises only --percentile-metrics (default ttft,tpot,itl, at p99), so its file has no
+        # e2e latency and no p90 unless asked, and a floor on them would read "not measured".
+        filled = sorted(k for k in mine if LATENCY.match(k) and k not in summary and mine[k] is not None)
+        if filled:
+            summary.update({k: mine[k] for k in filled})
+            notes.append(f"from the per-request arrays (not in the file's summary): {', '.join(filled)}")
     else:
         notes.append("no per-request arrays in the file: summaries taken as reported")
     if concurrency is None:
