@@ -166,7 +166,7 @@ MAIN_JOB_REPORTS = "DAYZERO_TEST_MAIN_JOB_REPORTS"
 def main_job(tmp_path_factory) -> MainJob:
     """`pytest -m cpu` on the repository's matrix and the local inventory, as a user runs it.
     The main-job test judges it; the submission round trip packs its reports (every one-host cpu
-    cell of both engines), so the cells run once per session, not once per consumer.
+    cell of the three engines), so the cells run once per session, not once per consumer.
 
     For local iteration only, DAYZERO_TEST_MAIN_JOB_REPORTS names the reports of an earlier
     `pytest -m cpu --reports=<dir>` to reuse instead of running the job (~9 min): its consumers

@@ -90,7 +90,7 @@ def test_one_grid_per_model_kinds_as_rows_mode_and_strategy_as_columns(reports):
     got = parsed(out / "acceptance.html").grids
     assert list(got) == ["kimi-k3.1-pro", "smollm2-135m"]
     smol = got["smollm2-135m"]
-    assert smol["rows"] == ["cpu+llama.cpp", "cpu+sglang"]  # one kind's engines, adjacent
+    assert smol["rows"] == ["cpu+llama.cpp", "cpu+sglang", "cpu+vllm"]  # one kind's engines, adjacent
     assert smol["columns"][:2] == ["low_latency/baseline", "low_latency/ngram_spec"]
     assert "tp2_nodes/baseline" in smol["columns"] and "rpc_split/baseline" in smol["columns"]
     kimi = got["kimi-k3.1-pro"]
@@ -140,13 +140,13 @@ def test_grids_are_pure_and_keep_a_kinds_engines_together(matrix_dir):
     table = rows(matrix, Path("/nonexistent"), now=NOW)
     reordered = sorted(table, key=lambda r: r.cell.engine != "sglang")  # sglang rows first
     (smol,) = [g for g in grids(reordered) if g.model == "smollm2-135m"]
-    assert smol.kinds == ("cpu+sglang", "cpu+llama.cpp")
+    assert smol.kinds == ("cpu+sglang", "cpu+llama.cpp", "cpu+vllm")
     assert smol.cell("cpu+llama.cpp", "tp2_nodes/baseline") is None  # llama.cpp has no tp2_nodes
 
 
 @pytest.mark.e2e
 def test_the_grid_in_chromium_shows_every_cell_and_filters(reports):
-    """Chromium renders all 252 badges (the Kimi grid's 240 included) inside the viewport's width,
+    """Chromium renders every cell's badge (the Kimi grid's 240 included) inside the viewport's width,
     and unticking a status hides its badges."""
     from devlab.browser import Browser
 

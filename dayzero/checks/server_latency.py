@@ -31,7 +31,7 @@ from dayzero.checks.server_metrics import phase_totals
 BOUND_MS = 50.0
 BOUND_SHARE = 0.05
 TIMINGS = "llama.cpp per-request timings (prompt_ms)"
-HISTOGRAM = "the engine's TTFT histogram (/metrics)"
+HISTOGRAM = "{} TTFT histogram (/metrics)"  # the engine's display name
 
 
 @dataclass(frozen=True)
@@ -134,25 +134,26 @@ def histogram(answers: Sequence[Mapping], metrics: Sequence[Mapping | None]) -> 
         engine = engines.find(doc.get("source")) if isinstance(doc, Mapping) else None
         if engine is None or not engine.ttft_histogram:
             return None
+        label = HISTOGRAM.format(engine.display)
         phase = phase_totals(engine.name, doc)
         if phase is None or phase.first_tokens is None:
             return ServerGap(None, reason="the server's /metrics carry no TTFT histogram for a phase")
         side = _client_side(answer)
         if isinstance(side, str):
-            return ServerGap(None, source=HISTOGRAM, reason=side)
+            return ServerGap(None, source=label, reason=side)
         if round(phase.first_tokens) != side[1]:
             return ServerGap(
                 None,
-                source=HISTOGRAM,
+                source=label,
                 reason=f"{doc.get('phase')}: the server timed {phase.first_tokens:g} first tokens, "
                 f"the client {side[1]}",
             )
         client_s, server_s, count = client_s + side[0], server_s + phase.ttft_s, count + side[1]
     if not count:
-        return ServerGap(None, source=HISTOGRAM, reason="no first token in the phases")
+        return ServerGap(None, source=label, reason="no first token in the phases")
     server_ms = server_s / count * 1000
     return ServerGap(
-        round((client_s - server_s) / count * 1000, 3), bound(server_ms), judged=True, source=HISTOGRAM
+        round((client_s - server_s) / count * 1000, 3), bound(server_ms), judged=True, source=label
     )
 
 

@@ -154,7 +154,7 @@ def group(floors: Sequence[Floor]) -> dict[tuple, list[Floor]]:
 
 def measurements(card: ModelCard, cell: Cell, suites: Path) -> Iterator[MeasurementPlan]:
     """The cell's measurements in the card's order; workloads are read as each one comes up."""
-    protocol = card.protocol
+    protocol = card.protocol_for(cell)
     seen: dict[tuple[str, int], int] = {}
     for (name, concurrency, _, num_prompts, reps), floors in group(floors_for(card, cell)).items():
         # two measurements of one workload at one concurrency (another length, prompt count or

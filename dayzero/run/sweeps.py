@@ -114,7 +114,8 @@ class SweepPlan:
 def plans(card: ModelCard, cell: Cell, suites: Path) -> Iterator[SweepPlan]:
     for sweep in sweeps_for(card, cell):
         workload = resolve(card, sweep.workload, suites / "workloads")
-        yield SweepPlan(sweep, MeasurementPlan(workload, 1, card.protocol), card.mode(cell.mode).concurrency)
+        plan = MeasurementPlan(workload, 1, card.protocol_for(cell))
+        yield SweepPlan(sweep, plan, card.mode(cell.mode).concurrency)
 
 
 # (records file, raw answer) per repetition of a point, or None: measure no more

@@ -383,6 +383,18 @@ class ModelCard:
     def mode(self, name: str) -> Mode:
         return self.modes[name]
 
+    def protocol_for(self, cell: Cell) -> Protocol:
+        """The protocol a cell is measured under: the card's, with the chunk bound of a
+        speculative strategy or option that streams several tokens a chunk (its layer's
+        `tokens_per_chunk_max`, the largest where several set one)."""
+        layers = [("strategies", cell.strategy)] + [("options", o) for o in cell.options]
+        specs = [(self.raw.get(group) or {}).get(name) or {} for group, name in layers]
+        bounds = [s["tokens_per_chunk_max"] for s in specs if s.get("tokens_per_chunk_max") is not None]
+        if not bounds or max(bounds) <= self.protocol.compliance.tokens_per_chunk_max:
+            return self.protocol
+        compliance = replace(self.protocol.compliance, tokens_per_chunk_max=float(max(bounds)))
+        return replace(self.protocol, compliance=compliance)
+
 
 def golden_source(card: ModelCard, cell: Cell) -> tuple[str, GoldenPolicy]:
     """Whose golden this cell's probes are compared with, and under which policy: its own under

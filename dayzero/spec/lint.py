@@ -116,11 +116,14 @@ def _sources(card: ModelCard, cell: Cell, role: str) -> list[tuple[list, Sequenc
 
 
 def line_of_flag(card: ModelCard, cell: Cell, role: str, flag: str) -> int | None:
-    """The card line that added `flag` to this role's command (the first list that holds it)."""
+    """The card line that added `flag` to this role's command (the first list that holds it):
+    in the card's `engines:` entry where that entry replaced the key, else at the top level."""
+    entry = (yamlfile.load(card.path, "model_card").get("engines") or {}).get(card.engine.name) or {}
     for path, values in _sources(card, cell, role):
         for i, value in enumerate(values):
             if str(value) == flag or str(value).startswith(flag + "="):
-                return yamlfile.line_of(card.path, [*path, i])
+                where = ["engines", card.engine.name, *path] if path[0] in entry else path
+                return yamlfile.line_of(card.path, [*where, i])
     return None
 
 
