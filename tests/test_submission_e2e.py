@@ -14,12 +14,13 @@ import re
 
 import pytest
 
+from dayzero.spec.card import gates_for
 from dayzero.submission.accept import accept
 from dayzero.submission.recompute import recompute_all
 from dayzero.submission.schema import load_subject
 
 from .conftest import needs_engine
-from .submission_corpus.hostile import CASES, Case
+from .submission_corpus.hostile import CASES, Case, targeting
 from .submission_corpus.lab import VENDOR
 
 pytestmark = [pytest.mark.e2e, needs_engine]
@@ -77,7 +78,9 @@ def test_real_bundle_packs_checks_clean_and_every_claim_is_recomputed(real_lab):
         claimed = {c["name"] for c in doc["checks"]}
         assert claimed == set(recomputed[name].checks) == set(recomputed[name].required)
         kinds = {c["name"].split(":")[0] for c in doc["checks"]}
-        assert {"probe", "golden", "floor", "accuracy"} <= kinds
+        cell = real_lab.matrix.cell(doc["cell"])
+        gated = bool(gates_for(real_lab.matrix.card(cell), cell))  # vLLM: low_latency baseline only
+        assert {"probe", "golden", "floor"} <= kinds and ("accuracy" in kinds) == gated, (doc["cell"], kinds)
     # every phase has the server's own counters around it, and they are not vacuous
     from dayzero.checks.server_metrics import phase_totals
     from dayzero.run.records import metrics_for
@@ -92,6 +95,7 @@ def test_real_bundle_packs_checks_clean_and_every_claim_is_recomputed(real_lab):
     engines = {e["name"]: e for e in system["engines"]}
     assert engines["llama.cpp"]["version"].startswith("llama-cpp-python")
     assert engines["sglang"]["version"] == "sglang 0.5.23"
+    assert engines["vllm"]["version"] == "vllm 0.32.0"
     assert all(e["image_digest"].startswith("sha256:") for e in engines.values())
     assert system["hosts"][0]["name"] == "local" and system["controller"]["cpus"]
 
@@ -108,12 +112,21 @@ def test_real_bundle_is_accepted_into_the_acceptance_table(real_lab, tmp_path):
         assert "| Verified (vendor) |" in row and f"| {VENDOR} (checked {report.checked[:10]}) |" in row, row
 
 
-REAL_CASES = [c for c in CASES if not c.synthetic_only]
+# The corpus forged into the real bundle's llama.cpp cells, then into its vLLM cells (a case whose
+# edit is one engine's own, e.g. a llama-server log line, names that engine).
+REAL_CASES = [
+    (engine, c)
+    for engine in ("llama.cpp", "vllm")
+    for c in CASES
+    if not c.synthetic_only and (not c.engines or engine in c.engines)
+]
 
 
-@pytest.mark.parametrize("case", REAL_CASES, ids=[c.id for c in REAL_CASES])
-def test_hostile_variants_of_the_real_bundle_are_rejected(real_lab, case: Case, tmp_path):
-    report = real_lab.check(case.build(real_lab, tmp_path), limits=case.limits)
+@pytest.mark.parametrize(("engine", "case"), REAL_CASES, ids=[f"{e}-{c.id}" for e, c in REAL_CASES])
+def test_hostile_variants_of_the_real_bundle_are_rejected(real_lab, engine: str, case: Case, tmp_path):
+    with targeting(engine):
+        bundle = case.build(real_lab, tmp_path)
+    report = real_lab.check(bundle, limits=case.limits)
     assert not report.accepted
     assert not [f for f in report.findings if f.requirement == "checker.internal"], report.lines()
     if case.requirement == "unusable":

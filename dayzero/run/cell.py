@@ -361,7 +361,7 @@ def measure(
 def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
     """How the phases reach the deployment: its client, where records and /metrics snapshots go
     (every launch's /metrics, read from the endpoint's host), liveness and reporting."""
-    engine = engines.get(ctx.matrix.card(cell).engine.name)
+    engine = engines.find_or_plain(ctx.matrix.card(cell).engine.name)
     folder = ctx.reports_dir
 
     def keep_metrics(phase: str, doc: dict) -> str:

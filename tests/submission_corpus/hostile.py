@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,19 @@ from .lab import VENDOR, Lab
 from .tarkit import Member, edit_json, manifest_for, resign, sign_bytes, write_members
 
 Members = dict[str, bytes]
+# Whose cells a case forges by default: the llama.cpp cells, or (the real bundle's second pass)
+# another engine's (`targeting`).
+TARGET_ENGINE: ContextVar[str] = ContextVar("TARGET_ENGINE", default="llama.cpp")
+
+
+@contextmanager
+def targeting(engine: str) -> Iterator[None]:
+    """Build the cases against this engine's cells of the bundle."""
+    token = TARGET_ENGINE.set(engine)
+    try:
+        yield
+    finally:
+        TARGET_ENGINE.reset(token)
 
 
 @dataclass(frozen=True)
@@ -30,6 +45,7 @@ class Case:
     build: Callable[[Lab, Path], Path]
     limits: Limits = Limits()
     synthetic_only: bool = False  # relies on the synthetic run's speed against the repository's floors
+    engines: tuple[str, ...] = ()  # the engines whose cells it can forge (its edit is theirs); () any
 
 
 def first(members: Members, prefix: str, suffix: str = "") -> str:
@@ -37,8 +53,9 @@ def first(members: Members, prefix: str, suffix: str = "") -> str:
 
 
 def evidence_name(
-    members: Members, mode: str = "low_latency", strategy: str = "baseline", engine: str = "llama.cpp"
+    members: Members, mode: str = "low_latency", strategy: str = "baseline", engine: str | None = None
 ) -> str:
+    engine = engine or TARGET_ENGINE.get()
     return first(members, f"evidence/smollm2-135m__cpu+{engine}__{mode}__{strategy}__")
 
 
