@@ -157,3 +157,13 @@ def test_an_unknown_engine_names_those_installed():
     ):
         engines.get("sglang-ascend")
     assert engines.find("sglang-ascend") is None
+
+
+def test_an_engine_nobody_registered_runs_as_a_plain_one_that_reads_nothing():
+    """A card may name an engine this install lacks: its cells still launch and are measured by the
+    client, while its counters and log are not read (never a pass on no data)."""
+    plain = engines.find_or_plain("fake")
+    assert plain.name == "fake" and engines.find("fake") is None
+    assert plain.totals("fake:requests_total 3\n") is None and plain.spec_counters("x 1\n") is None
+    assert plain.parse_log("ready\n") is None and not plain.accounted and not plain.serves_metrics(["--metrics"])
+    assert engines.find_or_plain("vllm") is engines.get("vllm")

@@ -28,6 +28,15 @@ Members = dict[str, bytes]
 TARGET_ENGINE: ContextVar[str] = ContextVar("TARGET_ENGINE", default="llama.cpp")
 
 
+# Cases whose edit is one engine's own (`Case.engines`): the benchmark card's sweeps (llama.cpp's
+# cells only); a log with one line per request, which the "engine.records" cases forge around
+# (llama.cpp's slot lines, SGLang's Finish lines; vLLM's log counts requests only, and the same
+# forgeries are caught by its /metrics: the "...-against-metrics" cases); llama-server's own log
+# lines (its slots, its devices).
+SWEPT = LLAMA_LOG = ("llama.cpp",)
+PER_REQUEST_LOG = ("llama.cpp", "sglang")
+
+
 @contextmanager
 def targeting(engine: str) -> Iterator[None]:
     """Build the cases against this engine's cells of the bundle."""
@@ -631,8 +640,8 @@ CASES = [
     Case("vendor-impersonation", "provenance.vendor", impersonation),
     Case("summary-contradicted", "recompute.claim", edited(inflate_throughput, sign=True)),
     # the real bundle is the main job's, against the repository's matrix: it has the sweeps too
-    Case("sweep-goodput-forged", "recompute.claim", edited(forged_goodput, sign=True)),
-    Case("sweep-point-dropped", "recompute.claim", edited(dropped_sweep_point, sign=True)),
+    Case("sweep-goodput-forged", "recompute.claim", edited(forged_goodput, sign=True), engines=SWEPT),
+    Case("sweep-point-dropped", "recompute.claim", edited(dropped_sweep_point, sign=True), engines=SWEPT),
     Case("slow-records-claimed-passed", "recompute.verdict", edited(slow_records_claimed_fast, sign=True)),
     Case("missing-test", "completeness.test", edited(drop_check("probe:"), sign=True)),
     Case(
@@ -692,12 +701,19 @@ CASES = [
     Case("tar-after-end-of-archive", "extract.trailing", tar_after_tar),
     Case("unreferenced-file", "schema.unreferenced", edited(unreferenced_log, sign=True)),
     Case("deeply-nested-evidence", "schema.depth", edited(deeply_nested, sign=True)),
-    Case("times-scaled-by-half", "engine.records", edited(scaled_times, sign=True)),
-    Case("prompt-tokens-times-four", "engine.records", edited(prompt_tokens_times_four, sign=True)),
+    Case("times-scaled-by-half", "engine.records", edited(scaled_times, sign=True), engines=PER_REQUEST_LOG),
+    Case(
+        "prompt-tokens-times-four",
+        "engine.records",
+        edited(prompt_tokens_times_four, sign=True),
+        engines=PER_REQUEST_LOG,
+    ),
     Case("records-written-by-hand", "engine.requests", edited(records_by_hand, sign=True)),
-    Case("log-of-another-cell", "engine.launch", edited(log_of_another_cell, sign=True)),
+    Case("log-of-another-cell", "engine.launch", edited(log_of_another_cell, sign=True), engines=LLAMA_LOG),
     Case("not-a-server-log", "engine.log", edited(not_a_server_log, sign=True)),
-    Case("gpu-device-on-a-cpu-cell", "engine.device", edited(gpu_device_on_cpu, sign=True)),
+    Case(
+        "gpu-device-on-a-cpu-cell", "engine.device", edited(gpu_device_on_cpu, sign=True), engines=LLAMA_LOG
+    ),
 ]
 
 FORGING = {
@@ -743,13 +759,23 @@ def consistent(change: Callable[[Members], Members]) -> Callable[[Lab, Path], Pa
 
 
 CASES += [
-    Case("times-scaled-recomputed", "engine.records", consistent(scaled_times)),
-    Case("prompt-tokens-recomputed", "engine.records", consistent(prompt_tokens_times_four)),
+    Case("times-scaled-recomputed", "engine.records", consistent(scaled_times), engines=PER_REQUEST_LOG),
+    Case(
+        "prompt-tokens-recomputed",
+        "engine.records",
+        consistent(prompt_tokens_times_four),
+        engines=PER_REQUEST_LOG,
+    ),
     # the server's own /metrics around each phase (issue 12 item 1), answers bound to the log
     Case("times-scaled-against-metrics", "engine.metrics", consistent(scaled_times)),
     Case("prompt-tokens-against-metrics", "engine.metrics", consistent(prompt_tokens_times_four)),
     Case("records-by-hand-against-metrics", "engine.metrics", edited(records_by_hand, sign=True)),
-    Case("accuracy-answers-rewritten", "engine.records", consistent(accuracy_rewritten)),
+    Case(
+        "accuracy-answers-rewritten",
+        "engine.records",
+        consistent(accuracy_rewritten),
+        engines=PER_REQUEST_LOG,
+    ),
     Case("accuracy-answers-rewritten-metrics", "engine.metrics", consistent(accuracy_rewritten)),
     Case("metrics-snapshots-dropped", "engine.metrics", edited(metrics_dropped, sign=True)),
     Case("second-launch-same-log", "engine.requests", edited(second_launch, sign=True)),
