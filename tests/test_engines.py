@@ -165,5 +165,6 @@ def test_an_engine_nobody_registered_runs_as_a_plain_one_that_reads_nothing():
     plain = engines.find_or_plain("fake")
     assert plain.name == "fake" and engines.find("fake") is None
     assert plain.totals("fake:requests_total 3\n") is None and plain.spec_counters("x 1\n") is None
-    assert plain.parse_log("ready\n") is None and not plain.accounted and not plain.serves_metrics(["--metrics"])
+    assert plain.parse_log("ready\n") is None and not plain.accounted
+    assert not plain.serves_metrics(["--metrics"])
     assert engines.find_or_plain("vllm") is engines.get("vllm")
