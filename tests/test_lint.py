@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from dayzero import cli
+from dayzero.engines.base import ARGV_SCRIPT
 from dayzero.engines.llamacpp import help as llama_help
-from dayzero.engines.sglang import ARGV_SCRIPT, engines_python
+from dayzero.engines.sglang import engines_python
 from dayzero.engines.vllm import vllm_python
 from dayzero.lab.cache import server_binary
 from dayzero.report import acceptance

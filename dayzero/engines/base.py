@@ -9,16 +9,27 @@ outside `dayzero.engines` compares an engine's name: it asks the engine.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.prometheus import SpecCounters, Totals
 
+# Run in an engine's virtualenv by `dayzero lint`: argparse parsers read there (SGLang's, vLLM's).
+ARGV_SCRIPT = resources.files("dayzero.engines").joinpath("argv_script.py")
+
 # What a launch of a cell is to the engine's account (`Engine.launch_part`).
 SERVER, RANK, ROUTER, DISAGGREGATED = "server", "rank", "router", "prefill/decode"
+
+
+def venv_python(env: str, venv: Path) -> Path:
+    """An engine virtualenv's interpreter, outside dayzero's own: `$env` where set, else the
+    cached venv's (tools/build-*)."""
+    return Path(os.environ.get(env) or Path(venv) / "bin" / "python")
 
 
 @dataclass(frozen=True)
@@ -36,7 +47,7 @@ class ArgvParser:
     programs: tuple[str, ...] = ()  # or the program itself, argv[0]'s basename
     fronts_any_engine: bool = False  # a router: it reads its command in any engine's cells
     python: Callable[[], Path] | None = None  # the interpreter `script` runs in
-    script: Traversable | None = None
+    script: Traversable = ARGV_SCRIPT
     setup_hint: str = "tools/setup"  # what builds the parser's environment
     read: Callable[[str, Sequence[str], str], list[dict]] | None = None  # (version, argv, program)
 

