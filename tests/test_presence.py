@@ -18,7 +18,7 @@ def test_every_program_of_a_cell_once_naming_its_roles():
     routed = m.cell("smollm2-135m/cpu+llama.cpp/routed/baseline")
     assert [(c.role, c.program, c.module) for c in role_checks(m.card(routed), routed)] == [
         ("worker1, worker2", "llama-server", ""),
-        ("router", "python3", "sglang_router"),
+        ("router", "python-router", "sglang_router"),
     ]
     split = m.cell("smollm2-135m/cpu+llama.cpp/rpc_split/baseline")
     assert [c.program for c in role_checks(m.card(split), split)] == ["llama-server", "rpc-server"]

@@ -619,15 +619,16 @@ def _print_status(bed: Testbed) -> bool:
 
 def engine_defaults() -> tuple[str, dict[str, str]]:
     """What the cpu cells need on a testbed host, as tools/setup left them: the cached
-    llama-server and rpc-server on PATH, then the engines' environment (its python3 runs the
-    routed cell's SGLang router), and `model_root` (the hosts share this machine's cache). The
-    hosts share this machine's cores too: OpenMP threads wait passively there (OMP_WAIT_POLICY),
-    as llama.cpp runs one thread (`threads`), or two SGLang servers side by side starve each
-    other spinning (measured: 2 ranks decoded 32 tokens in 17.7 s spinning, 3.8 s passive)."""
+    llama-server and rpc-server on PATH, then the engines' environment, the router's
+    (`python-router`, tools/build-router: the routed and pd cells' SGLang router), and
+    `model_root` (the hosts share this machine's cache). The hosts share this machine's cores
+    too: OpenMP threads wait passively there (OMP_WAIT_POLICY), as llama.cpp runs one thread
+    (`threads`), or two SGLang servers side by side starve each other spinning (measured: 2
+    ranks decoded 32 tokens in 17.7 s spinning, 3.8 s passive)."""
     from dayzero.lab.cache import cache_root, model_path, server_binary  # stdlib only, like this file
 
-    engines = cache_root() / "engines-venv" / "bin"
-    setup = f'export PATH="{server_binary().parent}:{engines}:$PATH" OMP_WAIT_POLICY=PASSIVE'
+    engines, router = cache_root() / "engines-venv" / "bin", cache_root() / "router-venv" / "bin"
+    setup = f'export PATH="{server_binary().parent}:{engines}:$PATH:{router}" OMP_WAIT_POLICY=PASSIVE'
     return setup, {"model_root": str(model_path().parent)}
 
 
