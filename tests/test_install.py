@@ -160,6 +160,8 @@ def test_build_engine_runs_on_a_bare_python_before_any_venv():
         "model", str(cache.model_path()),
         "tools-template", str(cache.tools_template_path()),
         "engines-venv", str(cache.engines_venv()),
+        "vllm-venv", str(cache.vllm_venv()),
+        "router-venv", str(cache.router_venv()),
         "sglang-model", str(cache.sglang_model_path()),
     ]  # fmt: skip
     assert done.stdout.split() == expected

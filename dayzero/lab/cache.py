@@ -80,6 +80,11 @@ def vllm_venv() -> Path:
     return cache_root() / "vllm-venv"
 
 
+def router_venv() -> Path:
+    """sglang-router alone (tools/build-router): the routed and pd cells' router, `python-router`."""
+    return cache_root() / "router-venv"
+
+
 def sglang_model_path() -> Path:
     """The bf16 safetensors folder converted from the GGUF, which the SGLang cpu cells serve."""
     return cache_root() / "models" / SMOLLM2_BF16
@@ -89,6 +94,7 @@ def print_paths() -> None:
     print(
         f"llama-server {server_binary()}\nrpc-server {rpc_server_binary()}\nmodel {model_path()}\n"
         f"tools-template {tools_template_path()}\nengines-venv {engines_venv()}\n"
+        f"vllm-venv {vllm_venv()}\nrouter-venv {router_venv()}\n"
         f"sglang-model {sglang_model_path()}"
     )
 
