@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from dayzero.lab.cache import router_venv
+from dayzero.spec.matrix import load_matrix
 
 from .conftest import REPO
 
@@ -18,15 +19,6 @@ PROBE = (
     "import importlib.metadata as m, importlib.util as u; "
     "print(m.version('sglang-router'), u.find_spec('sglang') is not None)"
 )
-
-
-def card_parts() -> list[dict]:
-    """Every part of every shipped card: its top level and each of its `engines:` entries."""
-    parts = []
-    for path in sorted((REPO / "matrix" / "models").glob("*.yaml")):
-        data = yaml.safe_load(path.read_text())
-        parts += [data, *(data.get("engines") or {}).values()]
-    return parts
 
 
 def test_the_router_venv_holds_the_pinned_router_and_not_sglang():
@@ -37,11 +29,9 @@ def test_the_router_venv_holds_the_pinned_router_and_not_sglang():
     assert out.returncode == 0, out.stderr
     version, has_sglang = out.stdout.split()
     assert has_sglang == "False", "SGLang is importable in the router venv: its launcher would import it"
-    pins = {
-        part["engine"]["router_package"]
-        for part in card_parts()
-        if "router_package" in part.get("engine", {})
-    }
+    matrix = load_matrix(REPO / "matrix")  # every card and each of its engines' entries
+    cards = (*matrix.cards.values(), *matrix.engine_cards.values())
+    pins = {card.engine.router_package for card in cards if card.engine.router_package}
     assert pins == {f"sglang-router=={version}"}, (pins, version)
 
 
