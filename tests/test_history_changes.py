@@ -3,10 +3,11 @@
 Each case runs over many seeded series, so what it states is a rate, measured, not the luck of
 one draw (dayzero/history/changes.py states the rates measured over 2000 and 200 series):
 - pure noise: about one series in 100-200 shows a change point (the rate is measured and printed);
-- a persistent 10% shift (5 sigma) is found at its night, 5% (2.5 sigma) at it in three series of
-  four and within one night in nineteen of twenty; 3% (1.5 sigma) within one night in two of three
-  and at all in nine of ten: a 1.5-sigma step's night is uncertain by a night or two whatever the
-  method (the split found is the maximum-likelihood one);
+- a persistent 10% or 5% shift is found in every series, 3% (1.5 sigma) in 98%; each at its night
+  as often as the maximum-likelihood split of the same series is (measured in the test, as the
+  reference: a 1.5-sigma step's night is uncertain by a night or two whatever the method);
+- told the nights where something recorded changed, a shift is found at its night in 94% of
+  series at 3%, 98% at 5%, all at 10%;
 - a one-night blip, even of 50%, is a change point no more often than pure noise is;
 - a slow drift is found once it has moved, and not before it starts.
 """
@@ -38,23 +39,68 @@ def test_pure_noise_false_positive_rate_is_measured_and_low(capsys):
     assert rate <= 0.02
 
 
-@pytest.mark.parametrize(
-    ("shift", "at_night", "within_one"),  # least share of 50 series: found at the night / within one
-    [(0.10, 0.95, 1.0), (0.05, 0.6, 0.85), (0.03, 0.3, 0.55)],
-)
+def best_single_split(x) -> int:
+    """The reference no method beats: the maximum-likelihood night of a series known to hold one
+    step (the split that most lowers its squared error), written here from its definition."""
+    n = len(x)
+    k = np.arange(changes.MIN_NIGHTS, n - changes.MIN_NIGHTS + 1)
+    left = np.array([x[:i].mean() for i in k])
+    right = np.array([x[i:].mean() for i in k])
+    return int(k[np.argmax(k * (n - k) * (left - right) ** 2)])
+
+
+SERIES = 100
+
+
+@pytest.mark.parametrize(("shift", "found_least"), [(0.10, 1.0), (0.05, 1.0), (0.03, 0.95)])
 @pytest.mark.parametrize("down", [True, False], ids=["drop", "rise"])
-def test_a_persistent_shift_is_found_at_its_night(shift, at_night, within_one, down):
-    exact = near = 0
-    for seed in range(50):
+def test_a_persistent_shift_is_found_and_placed_as_well_as_the_data_allow(shift, found_least, down):
+    """Every 5% and 10% shift is found, and 3% (1.5 sigma) in at least 95 series of 100 (98.3% of
+    2000 measured); each at its night as often as the best single split of the same series is,
+    give or take 5 series in 100: a 1.5-sigma step's night is off by one or two in more than half
+    of the series whatever the method, so that reference is measured here, not assumed."""
+    found = exact = near = best_exact = best_near = 0
+    for seed in range(SERIES):
         x = noisy(1000 + seed)
         x[SHIFT_AT:] *= 1 - shift if down else 1 + shift
         cuts = changes.detect(x)
+        best = best_single_split(x)
+        found += bool(cuts)
         exact += any(c.index == SHIFT_AT for c in cuts)
         near += any(abs(c.index - SHIFT_AT) <= 1 for c in cuts)
+        best_exact += best == SHIFT_AT
+        best_near += abs(best - SHIFT_AT) <= 1
         for c in cuts:
             if abs(c.index - SHIFT_AT) <= 1:
                 assert c.worse(higher_is_better=True) == down
-    assert exact / 50 >= at_night and near / 50 >= within_one, (exact, near)
+    assert found / SERIES >= found_least, found
+    assert exact >= best_exact - 5 and near >= best_near - 5, (exact, best_exact, near, best_near)
+
+
+@pytest.mark.parametrize(("shift", "at_least"), [(0.10, 0.98), (0.05, 0.95), (0.03, 0.9)])
+def test_a_shift_that_came_with_a_recorded_change_is_found_at_its_night(shift, at_least):
+    """A lab's shift comes with a change (recipe, engine, driver): told the nights where something
+    changed, the detector places a shift there when the data cannot tell that night from its best
+    split, which puts a 3% shift at its own night in 94% of 1000 series (measured) instead of 42%."""
+    exact = blind = 0
+    for seed in range(SERIES):
+        x = noisy(2000 + seed)
+        x[SHIFT_AT:] *= 1 - shift
+        exact += any(c.index == SHIFT_AT for c in changes.detect(x, changed=[12, SHIFT_AT]))
+        blind += any(c.index == SHIFT_AT for c in changes.detect(x))
+    assert exact / SERIES >= at_least and exact >= blind, (exact, blind)
+
+
+def test_a_recorded_change_neither_makes_a_change_point_nor_pulls_a_sure_one_off_its_night():
+    for seed in range(SERIES):
+        x = noisy(seed)
+        assert len(changes.detect(x, changed=[20, SHIFT_AT, 40])) == len(changes.detect(x))
+    moved = 0
+    for seed in range(SERIES):
+        x = noisy(3000 + seed)
+        x[SHIFT_AT:] *= 0.85  # 7.5 sigma: its night is sure
+        moved += any(c.index == SHIFT_AT + 3 for c in changes.detect(x, changed=[SHIFT_AT + 3]))
+    assert moved == 0
 
 
 def test_one_seeded_series_of_each_shift_at_its_night():

@@ -51,8 +51,9 @@ class SeriesChange:
 def found(cell: str, series: str, higher: bool, points: list[SeriesPoint]) -> list[SeriesChange]:
     """The change points of one series, attributed."""
     facts = [p.facts for p in points]
+    changed = [i for i in range(1, len(facts)) if facts[i] != facts[i - 1]]
     out = []
-    for cp in changes.detect([p.value for p in points]):
+    for cp in changes.detect([p.value for p in points], changed=changed):
         at = points[cp.index]
         out.append(
             SeriesChange(
