@@ -96,6 +96,37 @@ def test_the_sampler_counts_a_burner_as_foreign_unless_it_is_the_cells_own():
         burner.wait()
 
 
+def test_a_slurm_steps_engine_is_the_cells_own_load_and_another_jobs_is_foreign():
+    """A Slurm cell's engine runs under its job's `slurmstepd: [JOB.STEP]` on the node, in no
+    process group the controller started: every Slurm cell's log read "host contended ...
+    llama-server" for its own engine. Here a burner under a parent named as job 77's step daemon
+    (bash's `exec -a`), sampled through a node transport of job 77, then of job 7."""
+    from types import SimpleNamespace
+
+    from dayzero.lab.slurm_pool import SlurmNodeTransport
+
+    step = subprocess.Popen(
+        ["bash", "-c", f"exec -a 'slurmstepd: [77.0]' bash -c '{sys.executable} -c \"while True: pass\"; :'"],
+        start_new_session=True,
+    )
+    try:
+        local = LocalTransport(HOST)
+
+        def node(job: str) -> SlurmNodeTransport:  # its run() is srun's; the sampler runs here
+            t = SlurmNodeTransport(SimpleNamespace(), SimpleNamespace(job_id=job), HOST)
+            t.run = local.run
+            return t
+
+        burners = lambda load: [u for _, name, u in load.top if name.startswith("python")]  # noqa: E731
+        other = sample(node("7"), (), 1.5)  # job 7's transport: job 77's step is foreign there
+        assert other is not None and burners(other) and burners(other)[0] > 0.5, other
+        ours = sample(node("77"), (), 1.5)
+        assert ours is not None and not burners(ours), ours
+    finally:
+        os.killpg(step.pid, signal.SIGKILL)
+        step.wait()
+
+
 def test_every_host_of_a_cell_counts_the_cells_ranks_on_other_hosts_as_its_own():
     """Two testbed hosts share one kernel: rank 1's busy scheduler on lab2 is the cell's work when
     lab1 samples its load (seen as 'foreign processes ... sglang::scheduler' on the 2-node TP cell)."""

@@ -3,7 +3,8 @@
 A floor missed on a host another job keeps busy says nothing about the product: the foreign
 load is sampled during every phase and a floor missed while the host was contended is a lab
 fault ("host contended: ..."). Foreign means not the cell's own: its engine's process groups,
-the harness client (its command line carries `CLIENT_MARK`) and their children, and the sampler
+the harness client (its command line carries `CLIENT_MARK`), processes the transport marks as its
+own (`Transport.own_marks`: a Slurm job's step daemons) and their children, and the sampler
 itself are left out; anything else that burns CPU counts, another cell's engine included.
 
 The sampler is stdlib Python run by the host's python (like the client): it reads every
@@ -33,8 +34,8 @@ CLIENT_MARK = "dayzero-client"  # in the client's `python -c` source (dayzero.la
 
 SAMPLER = r"""
 import json, os, sys, time
-interval, ours, mark = float(sys.argv[1]), {int(g) for g in sys.argv[2].split(",") if g}, sys.argv[3]
-stop = sys.argv[4] if len(sys.argv) > 4 else ""
+interval, groups, stop, *marks = sys.argv[1:]
+interval, ours = float(interval), {int(g) for g in groups.split(",") if g}
 def procs():
     out = {}
     for pid in os.listdir("/proc"):
@@ -55,7 +56,7 @@ def excluded(table):
     while pid > 1 and pid in table:
         mine.add(pid)
         pid = table[pid][0]
-    roots = {p for p, v in table.items() if v[1] in ours or mark in v[5]}
+    roots = {p for p, v in table.items() if v[1] in ours or any(m in v[5] for m in marks)}
     for p in table:
         q, seen = p, 0
         while q > 1 and q in table and seen < 64:
@@ -116,18 +117,22 @@ class HostLoad:
         }
 
 
-def sample_command(python: str, ours: Iterable[int], interval: float, stop: str = "") -> str:
+def sample_command(
+    python: str, ours: Iterable[int], interval: float, stop: str = "", marks: Iterable[str] = ()
+) -> str:
     """The shell that samples a host's foreign load over `interval` seconds (`SAMPLER`), cut
-    short, with no sample, once the file `stop` exists."""
+    short, with no sample, once the file `stop` exists; processes whose command line holds one of
+    `marks` (or the client's) are the cell's own, with their children."""
     groups = ",".join(str(int(g)) for g in ours)
-    return f"{python} -c {quote(SAMPLER)} {interval:g} {quote(groups)} {quote(CLIENT_MARK)} {quote(stop)}"
+    own = " ".join(quote(m) for m in (CLIENT_MARK, *marks))
+    return f"{python} -c {quote(SAMPLER)} {interval:g} {quote(groups)} {quote(stop)} {own}"
 
 
 def sample(
     transport: Transport, ours: Iterable[int] = (), interval: float = 2.0, stop: str = ""
 ) -> HostLoad | None:
     """One sample on the host; None when it could not be taken (a lost sample is no verdict)."""
-    command = sample_command(transport.host.python, ours, interval, stop)
+    command = sample_command(transport.host.python, ours, interval, stop, transport.own_marks)
     try:
         result = transport.run(command, timeout=interval + 30)
         return HostLoad.parse(result.stdout) if result.ok else None

@@ -60,6 +60,12 @@ class SlurmNodeTransport(Transport):
     def login(self) -> Transport:
         return self.slurm.transport
 
+    @property
+    def own_marks(self) -> tuple[str, ...]:
+        """Every step of the cell's job runs under a `slurmstepd: [JOB.STEP]` on its node, in no
+        process group the controller started (those are srun's, on the login host)."""
+        return (f"slurmstepd: [{self.allocation.job_id}.",)
+
     def run(self, command: str, *, timeout: float, stdin: bytes | None = None) -> CommandResult:
         srun = self.slurm.step(self.allocation.job_id, self.host.name, command)
         setup = self.slurm.cluster.setup

@@ -119,6 +119,9 @@ class RemoteProcess:
 
 class Transport(abc.ABC):
     host: Host
+    # Command-line marks of processes on the host that run what this transport started, outside
+    # the process groups it knows (`hostload`: the cell's own load, not a foreign one).
+    own_marks: tuple[str, ...] = ()
 
     @abc.abstractmethod
     def run(self, command: str, *, timeout: float, stdin: bytes | None = None) -> CommandResult:
