@@ -70,7 +70,7 @@ def write_members(path: Path, members: list[Member] | dict[str, bytes]) -> Path:
                 tar.addfile(info, io.BytesIO(m.data))
             else:
                 tar.addfile(info)
-    Path(path).write_bytes(gzip.compress(raw.getvalue(), mtime=0))
+    Path(path).write_bytes(gzip.compress(raw.getvalue(), compresslevel=1, mtime=0))
     return Path(path)
 
 
