@@ -40,8 +40,8 @@ def test_pure_noise_false_positive_rate_is_measured_and_low(capsys):
 
 
 def best_single_split(x) -> int:
-    """The reference no method beats: the maximum-likelihood night of a series known to hold one
-    step (the split that most lowers its squared error), written here from its definition."""
+    """The reference: the maximum-likelihood night of a series known to hold one step (the split
+    that most lowers its squared error), written here from its definition."""
     n = len(x)
     k = np.arange(changes.MIN_NIGHTS, n - changes.MIN_NIGHTS + 1)
     left = np.array([x[:i].mean() for i in k])
