@@ -1,13 +1,13 @@
 """Change points on synthetic nightly series: 60 nights, Gaussian noise of sigma 2% of the level.
 
 Each case runs over many seeded series, so what it states is a rate, measured, not the luck of
-one draw (dayzero/history/changes.py states the rates measured over 2000 and 200 series):
-- pure noise: about one series in 100-200 shows a change point (the rate is measured and printed);
+one draw (bench/changepoints.py measures them over 8000 and 5000 series: docs/reports.md's table):
+- pure noise: about one series in 200 shows a change point (the rate is measured and printed);
 - a persistent 10% or 5% shift is found in every series, 3% (1.5 sigma) in 98%; each at its night
   as often as the maximum-likelihood split of the same series is (measured in the test, as the
   reference: a 1.5-sigma step's night is uncertain by a night or two whatever the method);
 - told the nights where something recorded changed, a shift is found at its night in 94% of
-  series at 3%, 98% at 5%, all at 10%;
+  series at 3%, 98% at 5%, all but one in 1000 at 10%;
 - a one-night blip, even of 50%, is a change point no more often than pure noise is;
 - a slow drift is found once it has moved, and not before it starts.
 """
@@ -56,7 +56,7 @@ SERIES = 100
 @pytest.mark.parametrize("down", [True, False], ids=["drop", "rise"])
 def test_a_persistent_shift_is_found_and_placed_as_well_as_the_data_allow(shift, found_least, down):
     """Every 5% and 10% shift is found, and 3% (1.5 sigma) in at least 95 series of 100 (98.3% of
-    2000 measured); each at its night as often as the best single split of the same series is,
+    5000 measured); each at its night as often as the best single split of the same series is,
     give or take 5 series in 100: a 1.5-sigma step's night is off by one or two in more than half
     of the series whatever the method, so that reference is measured here, not assumed."""
     found = exact = near = best_exact = best_near = 0
@@ -81,7 +81,7 @@ def test_a_persistent_shift_is_found_and_placed_as_well_as_the_data_allow(shift,
 def test_a_shift_that_came_with_a_recorded_change_is_found_at_its_night(shift, at_least):
     """A lab's shift comes with a change (recipe, engine, driver): told the nights where something
     changed, the detector places a shift there when the data cannot tell that night from its best
-    split, which puts a 3% shift at its own night in 94% of 1000 series (measured) instead of 42%."""
+    split, which puts a 3% shift at its own night in 94% of 5000 series (measured) instead of 47%."""
     exact = blind = 0
     for seed in range(SERIES):
         x = noisy(2000 + seed)

@@ -24,14 +24,14 @@ gets a penalty tuned to how much it wobbles:
    engine, host, driver, weights), a cut moves to the nearest of them that the series cannot tell
    from its best split (`LOCATION_SLACK`).
 
-Measured on synthetic 60-night series, Gaussian noise of sigma 2% (4000 pure-noise series, 1000
-per shift; tests/test_history_changes.py checks the same on fewer): 0.57% of pure-noise series
-show a change point (0.60% of 365-night ones; 1.1% under heavy-tailed t(3) noise of the same
-spread); 10% and 5% shifts are found in every series, 3% (1.5 sigma) in 98.3%. Placed from the
-data alone, a shift is at its night as often as the maximum-likelihood split of the same series
-is: 98.5% at 10%, 72.6% at 5%, 42.1% at 3% (67% within a night); a split told both levels
-exactly does little better (48% at 3%, 20,000 series). With the
-night of its recorded change: 99.6%, 97.8% and 94.0%. A one-night blip of 10-50% is flagged as
+Measured on synthetic 60-night series, Gaussian noise of sigma 2% (`bench/changepoints.py`: 8000
+pure-noise series, 5000 per shift; tests/test_history_changes.py checks the same on fewer): 0.49%
+of pure-noise series show a change point (0.35% of 365-night ones; 0.92% under heavy-tailed t(3)
+noise of the same spread); 10% and 5% shifts are found in every series, 3% (1.5 sigma) in 98.3%.
+Placed from the data alone, a shift is at its night as often as the maximum-likelihood split of
+the same series is: 98.9% at 10%, 76.2% at 5%, 46.6% at 3% (70% within a night; the split: 99.0,
+76.6, 48.0%), and a split told both levels exactly does little better (49.0% at 3%). With the
+night of its recorded change: 99.9%, 97.8% and 94.2%. A one-night blip of 10-50% is flagged as
 often as pure noise is. A shift is found once `MIN_NIGHTS` nights show its new level: until then
 the previous-night comparison is the first signal.
 """
