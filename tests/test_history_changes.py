@@ -6,8 +6,8 @@ one draw (bench/changepoints.py measures them over 8000 and 5000 series: docs/re
 - a persistent 10% or 5% shift is found in every series, 3% (1.5 sigma) in 98%; each at its night
   as often as the maximum-likelihood split of the same series is (measured in the test, as the
   reference: a 1.5-sigma step's night is uncertain by a night or two whatever the method);
-- told the nights where something recorded changed, a shift is found at its night in 94% of
-  series at 3%, 98% at 5%, all but one in 1000 at 10%;
+- told the nights where something recorded changed, a shift is found at its night in 97% of
+  series at 3%, 99% at 5%, all at 10%;
 - a one-night blip, even of 50%, is a change point no more often than pure noise is;
 - a slow drift is found once it has moved, and not before it starts.
 """
@@ -77,11 +77,11 @@ def test_a_persistent_shift_is_found_and_placed_as_well_as_the_data_allow(shift,
     assert exact >= best_exact - 5 and near >= best_near - 5, (exact, best_exact, near, best_near)
 
 
-@pytest.mark.parametrize(("shift", "at_least"), [(0.10, 0.98), (0.05, 0.95), (0.03, 0.9)])
+@pytest.mark.parametrize(("shift", "at_least"), [(0.10, 1.0), (0.05, 0.97), (0.03, 0.93)])
 def test_a_shift_that_came_with_a_recorded_change_is_found_at_its_night(shift, at_least):
     """A lab's shift comes with a change (recipe, engine, driver): told the nights where something
     changed, the detector places a shift there when the data cannot tell that night from its best
-    split, which puts a 3% shift at its own night in 94% of 5000 series (measured) instead of 47%."""
+    split, which puts a 3% shift at its own night in 97% of 5000 series (measured) instead of 47%."""
     exact = blind = 0
     for seed in range(SERIES):
         x = noisy(2000 + seed)

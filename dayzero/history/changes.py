@@ -31,7 +31,7 @@ noise of the same spread); 10% and 5% shifts are found in every series, 3% (1.5 
 Placed from the data alone, a shift is at its night as often as the maximum-likelihood split of
 the same series is: 98.9% at 10%, 76.2% at 5%, 46.6% at 3% (70% within a night; the split: 99.0,
 76.6, 48.0%), and a split told both levels exactly does little better (49.0% at 3%). With the
-night of its recorded change: 99.9%, 97.8% and 94.2%. A one-night blip of 10-50% is flagged as
+night of its recorded change: 100%, 99.2% and 96.8%. A one-night blip of 10-50% is flagged as
 often as pure noise is. A shift is found once `MIN_NIGHTS` nights show its new level: until then
 the previous-night comparison is the first signal.
 """
@@ -55,10 +55,10 @@ MIN_CHANGE_PCT = 1.0
 NOISE_FLOOR = 1e-3  # relative: a series quieter than 0.1% of its level is as quiet as that
 # A change point may move to a night where something recorded changed (recipe, engine, host...)
 # if that split explains the series almost as well as the best one: its squared t is at most this
-# much lower. Within it, a two-sided random walk bound puts the true night at least 95% of the
-# time whatever the step's size (P(drop > 2u) <= 2 exp(-u), u = ln 40), so the move is to a night
+# much lower. Within it, a two-sided random walk bound puts the true night at least 99% of the
+# time whatever the step's size (P(drop > 2u) <= 2 exp(-u), u = ln 200), so the move is to a night
 # the data cannot tell from the best, and a sure step (10%: a one-night set) never moves.
-LOCATION_SLACK = 2 * math.log(40)
+LOCATION_SLACK = 2 * math.log(200)
 _MAD_TO_SIGMA = 1 / 0.6745 / math.sqrt(2)  # MAD of N(0, 2 sigma^2) differences -> sigma
 
 
