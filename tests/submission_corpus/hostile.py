@@ -102,9 +102,10 @@ def edited(change: Callable[[Members], Members], sign: bool) -> Callable[[Lab, P
 
 
 def bomb(lab: Lab, tmp: Path) -> Path:
-    """64 MiB of zeros: about 64 KiB compressed, a 1000:1 ratio."""
+    """64 MiB of zeros: about 64 KiB compressed at gzip's level 9, a 1000:1 ratio."""
     members = [Member(n, d) for n, d in sorted(lab.members().items())]
-    return write_members(out(tmp, "bomb"), [*members, Member("runs/x/y/logs/zeros.log", bytes(64 << 20))])
+    zeros = Member("runs/x/y/logs/zeros.log", bytes(64 << 20))
+    return write_members(out(tmp, "bomb"), [*members, zeros], level=9)
 
 
 def many_files(lab: Lab, tmp: Path) -> Path:
