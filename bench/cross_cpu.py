@@ -76,6 +76,17 @@ def answers(argv: list[str], prefix: list[str], requests: list[dict], transport,
         proc.wait(30)
 
 
+def local_lab():
+    """The repository's matrix and the local inventory's host, or None without qemu-user (said
+    on stderr): what the cross-CPU benches render their cells for."""
+    if shutil.which("qemu-x86_64") is None:
+        print("needs qemu-user: apt-get install qemu-user", file=sys.stderr)
+        return None
+    matrix = load_matrix(REPO / "matrix")
+    inventory = load_inventory(REPO / "hosts" / "local.yaml", set(matrix.hardware))
+    return matrix, inventory, inventory.hosts[0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cpu", default="EPYC-Rome", help="qemu CPU model (qemu-x86_64 -cpu help)")
@@ -84,12 +95,9 @@ def main() -> int:
         "--cell", action="append", choices=CELLS, help="cell(s) to compare (default: both; ~10 min each)"
     )
     args = parser.parse_args()
-    if shutil.which("qemu-x86_64") is None:
-        print("needs qemu-user: apt-get install qemu-user", file=sys.stderr)
+    if (lab := local_lab()) is None:
         return 2
-    matrix = load_matrix(REPO / "matrix")
-    inventory = load_inventory(REPO / "hosts" / "local.yaml", set(matrix.hardware))
-    host = inventory.hosts[0]
+    matrix, inventory, host = lab
     engine_path = host.engine_setup.split('PATH="', 1)[1].split(":", 1)[0]
     transport = open_transport(host, inventory)
     report = {"cpu": args.cpu, "cells": {}}

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,9 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
 
+from bench.cross_cpu import local_lab  # noqa: E402
 from dayzero.lab.cache import engines_venv  # noqa: E402
-from dayzero.spec.inventory import load_inventory  # noqa: E402
-from dayzero.spec.matrix import load_matrix  # noqa: E402
 from dayzero.spec.recipe import render  # noqa: E402
 
 CELL = "smollm2-135m/cpu+sglang/low_latency/baseline"
@@ -70,13 +68,11 @@ def main() -> int:
     parser.add_argument("--cpu", default="EPYC-Rome", help="qemu CPU model (qemu-x86_64 -cpu help)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (the cells run 2)")
     args = parser.parse_args()
-    if shutil.which("qemu-x86_64") is None:
-        print("needs qemu-user: apt-get install qemu-user", file=sys.stderr)
+    if (lab := local_lab()) is None:
         return 2
-    matrix = load_matrix(REPO / "matrix")
-    inventory = load_inventory(REPO / "hosts" / "local.yaml", set(matrix.hardware))
+    matrix, _, host = lab
     cell = next(c for c in matrix.cells if c.id == CELL)
-    pins = {k: v for k, v in render(matrix, cell, [inventory.hosts[0]]).launches[0].env if k in PINS}
+    pins = {k: v for k, v in render(matrix, cell, [host]).launches[0].env if k in PINS}
     python = str(engines_venv() / "bin" / "python")
     bare = {k: v for k, v in os.environ.items() if k not in PINS}
     runs = {
