@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from dayzero.checks.near_tie import spells, steps
 from dayzero.lab.cache import LLAMA_CPP_PYTHON_VERSION, isa_level, server_binary
 from dayzero.spec.engine_identity import parse, same_engine
 from dayzero.spec.goldens import load_golden
@@ -50,6 +51,16 @@ def test_a_shipped_golden_matches_its_cell(path):
         f"{path}: recorded under recipe {recorded}, the cell's is {digest(card, cell)}: "
         "re-record with `dayzero golden record`"
     )
+    # goldens by log-probabilities (issue 39): every probe's tokens, spelling its text, and the
+    # machine it was recorded on
+    if card.mode(cell.mode).golden.by_tokens:
+        assert set(golden.tokens) == set(golden.outputs), f"{path}: probes without log-probabilities"
+        for probe, raw in golden.tokens.items():
+            recorded_steps = steps(raw)
+            assert recorded_steps and spells(recorded_steps, golden.outputs[probe]), f"{path}: {probe}"
+            assert all(len(s.top) >= 5 for s in recorded_steps), f"{path}: {probe}: fewer than 5 alternatives"
+        machine = golden.provenance.get("machine") or {}
+        assert machine.get("arch") and machine.get("cpu"), f"{path}: no recording machine in its provenance"
     for alternate in golden.alternates:  # another machine's recording of the same recipe
         assert alternate["provenance"]["recipe_digest"] == recorded, f"{path}: an alternate of another recipe"
         assert set(alternate["outputs"]) == set(golden.outputs), f"{path}: an alternate of other probes"

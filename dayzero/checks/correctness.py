@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
+from dayzero.checks.near_tie import compare_steps, spelled, steps
 from dayzero.spec.card import GoldenPolicy, Probe
 from dayzero.spec.engine_identity import same_engine
 
@@ -92,6 +93,46 @@ def compare(policy: GoldenPolicy, expected: str, actual: str) -> tuple[bool, str
     raise ValueError(f"unknown golden policy {policy.policy!r}")
 
 
+def _token_limit(golden: Sequence, n: int) -> int:
+    """How many of the golden's engine tokens spell its first `n` word pieces (first_n_tokens)."""
+    for k in range(1, len(golden) + 1):
+        if len(tokens(spelled(golden[:k]))) > n:
+            return k
+    return len(golden)
+
+
+def compare_answer(
+    policy: GoldenPolicy, expected: str, actual: str, golden_steps: object = None, output_steps: object = None
+) -> tuple[bool, str, dict]:
+    """The policy's comparison; for exact and first_n_tokens, token by token with near-ties where
+    both the golden and the output carry log-probabilities that spell their texts (else by text,
+    and the details say why). Log-probabilities that do not spell the output are never used: a
+    bundle cannot keep the golden's numbers beside another answer."""
+    if policy.by_tokens:
+        want, got = steps(golden_steps), steps(output_steps)
+        why = (
+            "the golden has no log-probabilities (recorded before them)"
+            if want is None
+            else "the output has no log-probabilities (the engine returns none)"
+            if got is None
+            else "the golden's log-probabilities do not spell its text"
+            if spelled(want) != expected
+            else "the output's log-probabilities do not spell its text"
+            if spelled(got) != actual
+            else ""
+        )
+        if not why:
+            limit = None if policy.policy == "exact" else _token_limit(want, policy.n)
+            c = compare_steps(
+                want, got, near_tie_nats=policy.near_tie_nats, drift_nats=policy.drift_nats, limit=limit
+            )
+            return c.ok, c.message, {"comparison": "tokens and log-probabilities", **c.details}
+        ok, message = compare(policy, expected, actual)
+        return ok, message, {"comparison": "text", "why_text": why}
+    ok, message = compare(policy, expected, actual)
+    return ok, message, {"comparison": "text"}
+
+
 UNKNOWN = ("", "unknown")
 
 
@@ -122,12 +163,17 @@ def check_golden(
     engine_version: str = "",
     missing: str = FAILED,
     alternates: Sequence[tuple[str, Mapping]] = (),
+    golden_steps: object = None,
+    output_steps: object = None,
+    machine: Mapping | None = None,
 ) -> CheckResult:
     """The output against its golden under the mode's policy; `provenance` (the golden's) is kept
     in the details and compared with this run's recipe digest and engine version. Without a
     golden the verdict is `missing`: failed, or not measured where goldens are recorded later on
     a reference cell (the cell stays Pending). An output that misses the golden but meets one of
-    its `alternates` (another machine's recording of the same recipe, with why) passes, naming it."""
+    its `alternates` (another machine's recording of the same recipe, with why) passes, naming it.
+    `golden_steps`/`output_steps`: both sides' log-probabilities (`compare_answer`); `machine`:
+    the one this run's client ran on, kept beside the golden's."""
     name = f"golden:{probe_id}"
     if expected is None:
         return CheckResult(
@@ -138,8 +184,10 @@ def check_golden(
             measured=actual,
             bound=policy.describe(),
         )
-    ok, message = compare(policy, expected, actual)
-    details: dict = {"golden": expected}
+    ok, message, details = compare_answer(policy, expected, actual, golden_steps, output_steps)
+    details = {"golden": expected, **details}
+    if isinstance(machine, Mapping) and machine:
+        details["machine"] = dict(machine)
     if not ok:
         for text, recorded in alternates:
             alt_ok, alt_message = compare(policy, text, actual)

@@ -84,6 +84,10 @@ class Engine:
     rank_label: str = "a non-endpoint rank"  # what a rank 1..N-1 launch is, in findings
     # Its /metrics carry a TTFT histogram (`Totals.ttft_s`, `first_tokens`): the server gap's account.
     ttft_histogram: bool = False
+    # The most top log-probabilities it returns with each generated token on its OpenAI-compatible
+    # API (`logprobs: true, top_logprobs: k`, streamed): probes ask for them and goldens are then
+    # compared token by token with near-ties (dayzero.checks.near_tie); 0: by text alone.
+    top_logprobs: int = 0
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         """This launch serves /metrics (read around every phase)."""

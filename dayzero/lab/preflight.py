@@ -21,6 +21,7 @@ from dayzero.errors import CommandTimeout, InfrastructureError
 from dayzero.lab import hostload, presence, weights
 from dayzero.lab.presence import RoleCheck
 from dayzero.lab.transport import Transport
+from dayzero.loadgen.client import parse_machine
 from dayzero.redact import redact
 from dayzero.spec import container
 from dayzero.spec.card import ModelFile
@@ -66,6 +67,8 @@ for _ in range(5):
     best = min(best, time.perf_counter() - t)
 print(round(2 * n / best / 1e9, 2))
 EOF"""
+# `uname -m`, then the first CPU's model and flags (dayzero.loadgen.client.parse_machine)
+MACHINE_QUERY = "uname -m && grep -m3 -E '^(model name|flags|Features|CPU part)' /proc/cpuinfo"
 NO_DRIVER = "none (cpu)"  # a cpu host (device tool `nproc`) has no accelerator driver
 UNKNOWN = "unknown"
 
@@ -86,6 +89,8 @@ class HostFacts:
     image: dict | None = None  # container hosts: the image the engine was checked in (ImageFacts)
     memory_bandwidth_gbs: float | None = None  # measured where the kind publishes none (cpu)
     model_files: tuple[dict, ...] = ()  # the card's files as read on the host (`weights.facts`)
+    # architecture, CPU model, kernel-relevant instruction sets: which near-ties its kernels turn
+    machine: dict | None = None
 
     @property
     def healthy(self) -> bool:
@@ -199,6 +204,8 @@ def gather(
         ok, cpus = _run(transport, "nproc", 30)
     except InfrastructureError as exc:
         return HostFacts(host.name, False, problems=(f"unreachable: {exc}",))
+    ok, out = _run(transport, MACHINE_QUERY, 30)
+    machine = parse_machine(out.split("\n", 1)[0], out.partition("\n")[2]) if ok else None
     tool = hardware.device_query
     seen = total = free = None
     query = DEVICE_QUERIES.get(tool, f"{tool} >/dev/null")
@@ -283,6 +290,7 @@ def gather(
         seen_image,
         bandwidth if hardware.measured else None,
         files,
+        machine,
     )
 
 

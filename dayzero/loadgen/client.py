@@ -265,6 +265,10 @@ def new_record(req, proc):
     }
     if "input_len" in req:
         record["input_len"] = req["input_len"]
+    if (req.get("extra") or {}).get("logprobs"):
+        # Goldens by log-probabilities: per generated token [token, logprob, [[alt, logprob], ...]]
+        # (dayzero.checks.near_tie reads this form).
+        record["logprobs"] = []
     if "turns" not in req:  # a session's turns: `one` digests each turn
         record["prompt_digest"] = prompt_digest(req)
     return record
@@ -285,6 +289,8 @@ def _apply(event, record, kind, pieces, t):
                 record["first"] = t
             record["chunks"].append(round(t - record["send"], 6))
             pieces.append(piece)
+        if "logprobs" in record:
+            _logprobs(choice.get("logprobs"), record["logprobs"])
         delta = (choice.get("delta") or {}) if kind == "chat" else {}
         _tool_calls(delta.get("tool_calls"), record)
         thought = delta.get("reasoning_content") or delta.get("reasoning")
@@ -292,6 +298,20 @@ def _apply(event, record, kind, pieces, t):
             record["reasoning"] = record.get("reasoning", "") + thought
         if choice.get("finish_reason"):
             record["finish_reason"] = choice["finish_reason"]
+
+
+def _logprobs(block, out):
+    """A chunk's OpenAI `logprobs.content` entries, appended in the steps' JSON form."""
+    content = block.get("content") if isinstance(block, dict) else None
+    for entry in content or ():
+        if not isinstance(entry, dict):
+            continue
+        top = [
+            [alt.get("token"), alt.get("logprob")]
+            for alt in entry.get("top_logprobs") or ()
+            if isinstance(alt, dict)
+        ]
+        out.append([entry.get("token"), entry.get("logprob"), top])
 
 
 def _tool_calls(deltas, record):
@@ -620,6 +640,48 @@ def _stall(procs, phase):
     return dict(seen[0], phase=phase, processes=len(seen)) if seen else None
 
 
+# The instruction sets that decide which kernels an engine runs on a CPU (and so which near-ties
+# it turns): what a golden's provenance and a run's evidence name of the machine.
+ISA_FLAGS = (
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_vnni",
+    "amx_bf16",
+    "amx_tile",
+    "asimd",
+    "sve",
+)
+
+
+def parse_machine(arch, cpuinfo):
+    """The machine from `uname -m` and /proc/cpuinfo's text: architecture, CPU model and its
+    kernel-relevant flags (pure; preflight reads the same over the transport)."""
+    out = {"arch": arch.strip(), "cpu": "", "isa": []}
+    flags = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key in ("model name", "cpu model", "hardware") and not out["cpu"]:
+            out["cpu"] = " ".join(value.split())[:200]
+        elif key in ("flags", "features") and not flags:
+            flags = set(value.split())
+    out["isa"] = [f for f in ISA_FLAGS if f in flags]
+    return out
+
+
+def machine(cpuinfo="/proc/cpuinfo"):
+    """The machine the client runs on (`parse_machine`)."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        text = ""
+    return parse_machine(os.uname().machine, text)
+
+
 def run_load(spec):
     """Warm-up (not recorded), then the measured phase; raw records and per-process self-checks."""
     concurrency = spec.get("concurrency", 1)
@@ -630,6 +692,7 @@ def run_load(spec):
             "version": VERSION,
             "python": sys.version.split()[0],
             "cpu_count": os.cpu_count(),
+            "machine": machine(),
             "processes": processes,
             "concurrency": concurrency,
         }

@@ -142,13 +142,33 @@ def golden_flags(doc: dict) -> list[str]:
     engine version than the run's (recomputed from the evidence, so older evidence says it too)."""
     flags: list[str] = []
     for check in doc["checks"]:
-        provenance = (check.get("details") or {}).get("golden_provenance")
-        if not check["name"].startswith("golden:") or not isinstance(provenance, dict):
+        details = check.get("details") or {}
+        if not check["name"].startswith("golden:"):
+            continue
+        if check["verdict"] == "passed" and (flag := near_tie_flag(check["name"], details)):
+            flags.append(flag)
+        provenance = details.get("golden_provenance")
+        if not isinstance(provenance, dict):
             continue
         for flag in provenance_differs(provenance, doc["recipe"]["digest"], doc["engine"]["version"]):
             if flag not in flags:
                 flags.append(flag)
     return flags
+
+
+def near_tie_flag(name: str, details: dict) -> str:
+    """A golden that passed on a tolerated divergence, as the row's detail says it."""
+    d = details.get("divergence")
+    if not isinstance(d, dict):
+        return ""
+    try:
+        return (
+            f"{name} passed on a near-tie at token {int(d['position'])}: golden {str(d['golden_token'])!r} "
+            f"({float(d['golden']['chosen']):.3f}), this run {str(d['output_token'])!r} "
+            f"({float(d['output']['chosen']):.3f})"
+        )
+    except (KeyError, TypeError, ValueError):
+        return f"{name} passed on a near-tie"
 
 
 def row_for(

@@ -22,7 +22,7 @@ from pathlib import Path
 import allure
 
 from dayzero import __version__, atomic, engines, evidence
-from dayzero.checks import FAILED, NOT_MEASURED, CheckResult
+from dayzero.checks import FAILED, NOT_MEASURED, CheckResult, near_tie
 from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.performance import INVALID
 from dayzero.checks.tool_calls import answers
@@ -271,11 +271,12 @@ def _probe(
     got = answer["records"]
     ep.alive()
     save_records(ctx, cell, probe_plan.phase, answer)
-    texts = {r["id"]: r["text"] for r in got}
+    by_id = {r["id"]: r for r in got}
     checks = [check_probe(p, r["text"], r["error"]) for p, r in zip(probe_plan.probes, got, strict=True)]
     golden = load_golden(ctx.goldens_dir, probe_plan.golden_cell or cell.id)
     if record_goldens:
         return checks
+    machine = (answer.get("client") or {}).get("machine")
     for p in probe_plan.probes:
         expected = golden.outputs.get(p.id) if golden else None
         provenance = golden.provenance if golden else None  # compared with this run's recipe and engine
@@ -284,12 +285,15 @@ def _probe(
                 probe_plan.policy,
                 p.id,
                 expected,
-                texts[p.id],
+                by_id[p.id]["text"],
                 provenance,
                 recipe_digest=ep.recipe_digest,
                 engine_version=version,
                 missing=probe_plan.missing_verdict,
                 alternates=golden.alternatives(p.id) if golden else (),
+                golden_steps=golden.tokens.get(p.id) if golden else None,
+                output_steps=by_id[p.id].get("logprobs"),
+                machine=machine,
             )
         )
     return checks
@@ -306,6 +310,7 @@ def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
         "recipe_digest": run.recipe.digest if run.recipe else "",
         "host": run.held.hosts[0].name if run.held else "",
         "by": "dayzero golden record",
+        "machine": (outputs.get("client") or {}).get("machine") or {},
     }
     if ctx.golden_alternate:
         texts = {r["id"]: r["text"] for r in outputs["records"]}
@@ -317,7 +322,10 @@ def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
         )
         for tp in plan.tool_calls(ctx.matrix.card(cell), cell, suites)
     }
-    golden = Golden(cell.id, policy, provenance, {r["id"]: r["text"] for r in outputs["records"]}, tools)
+    steps = {r["id"]: near_tie.rounded(r["logprobs"]) for r in outputs["records"] if r.get("logprobs")}
+    golden = Golden(
+        cell.id, policy, provenance, {r["id"]: r["text"] for r in outputs["records"]}, tools, tokens=steps
+    )
     return save_golden(ctx.goldens_dir, golden)
 
 
@@ -458,9 +466,12 @@ def write_evidence(ctx: RunContext, cell: Cell, run: CellRun, record_goldens: bo
     return path
 
 
-def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellOutcome:
+def run_cell(
+    ctx: RunContext, cell: Cell, record_goldens: bool = False, correctness_only: bool = False
+) -> CellOutcome:
     """The steps in order. A failed deployment fails the cell; a lab fault breaks it and is
-    re-raised, as is anything else (Ctrl-C, SIGTERM, a bug), after the evidence is written."""
+    re-raised, as is anything else (Ctrl-C, SIGTERM, a bug), after the evidence is written.
+    `correctness_only` (`dayzero golden check`): probes, goldens and tool calls, nothing measured."""
     run = CellRun(started=now_iso())
     try:
         held = lease(ctx, cell, run)
@@ -477,7 +488,7 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
                     why = "; ".join(f"{c.name}: {c.message}" for c in failed)
                     raise DeploymentError(f"golden not recorded: {why}")
                 record_golden(ctx, cell, run)
-            else:
+            elif not correctness_only:
                 measure(ctx, cell, ep, sum(h.accelerators for h in held.hosts), run.checks)
                 if (unknown := version_check(run.version)) is not None:
                     run.checks.append(unknown)
@@ -497,7 +508,8 @@ def run_cell(ctx: RunContext, cell: Cell, record_goldens: bool = False) -> CellO
         try:
             ctx.pool.release(run.held)  # holds a Ctrl-C until every lease is let go, then raises it
         finally:
-            path = write_evidence(ctx, cell, run, record_goldens)
+            # a correctness-only run is no cell verdict: nothing measured, no evidence for the table
+            path = write_evidence(ctx, cell, run, record_goldens or correctness_only)
     return CellOutcome(cell, run.checks, run.verdict, path, run.error)
 
 

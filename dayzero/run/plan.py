@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dayzero import engines
 from dayzero.checks import FAILED, NOT_MEASURED
 from dayzero.checks.accuracy import EvalItem, EvalSet, load_eval, request_for
 from dayzero.checks.measurement import Measurement, aggregate
@@ -19,6 +20,7 @@ from dayzero.checks.tool_calls import ToolSuite, load_suite
 from dayzero.checks.tool_calls import request_for as tool_request
 from dayzero.run import records
 from dayzero.spec.card import (
+    TOP_LOGPROBS,
     AcceptanceRule,
     AccuracyGate,
     Floor,
@@ -47,9 +49,21 @@ class ProbePlan:
     phase: str = records.PROBES
     golden_cell: str = ""  # whose golden the answers meet: a reference cell's, or the cell's own
     missing_verdict: str = FAILED  # no golden yet: failed, or not measured under cross-hardware goldens
+    top_logprobs: int = (
+        0  # asked with each generated token where the engine returns them (goldens by near-ties)
+    )
 
     def requests(self) -> list[dict]:
-        return [{"id": p.id, "prompt": p.prompt, "max_tokens": p.max_tokens} for p in self.probes]
+        extra = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.top_logprobs else None
+        return [
+            {
+                "id": p.id,
+                "prompt": p.prompt,
+                "max_tokens": p.max_tokens,
+                **({"extra": extra} if extra else {}),
+            }
+            for p in self.probes
+        ]
 
 
 def probes(card: ModelCard, cell: Cell) -> ProbePlan:
@@ -58,8 +72,14 @@ def probes(card: ModelCard, cell: Cell) -> ProbePlan:
     golden_cell, policy = golden_source(card, cell)
     concurrency = 1 if policy.policy == "exact" else card.mode(cell.mode).concurrency
     missing = NOT_MEASURED if card.goldens else FAILED
+    top = min(TOP_LOGPROBS, engines.find_or_plain(card.engine.name).top_logprobs) if policy.by_tokens else 0
     return ProbePlan(
-        tuple(card.probes), concurrency, policy, golden_cell=golden_cell, missing_verdict=missing
+        tuple(card.probes),
+        concurrency,
+        policy,
+        golden_cell=golden_cell,
+        missing_verdict=missing,
+        top_logprobs=top,
     )
 
 

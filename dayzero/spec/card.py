@@ -28,6 +28,14 @@ MODE = "mode"  # a concurrency of "mode": the cell's mode's
 THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
 NORMALISE = {"none": "", "per_accelerator": "_per_accelerator", "per_user": "_per_user"}
 DEFAULT_EOS = ("<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end|>")
+# Goldens by log-probabilities (dayzero.checks.near_tie), the bounds a golden policy starts from:
+# the cross-machine tie that started it is 0.125 nats apart (SmolLM2 after "The rainbow"); the
+# drift bound is far above the drift between CPU kernel paths measured on one machine
+# (docs/goldens.md) and below what a wrong template, RoPE base, weight or tokenizer does.
+NEAR_TIE_NATS = 0.5
+DRIFT_NATS = 1.0
+_BOUND = {"near_tie_nats": NEAR_TIE_NATS, "drift_nats": DRIFT_NATS}
+TOP_LOGPROBS = 5  # the top-k a probe asks for with each generated token
 GOLDEN_FIELDS = {"exact": (), "first_n_tokens": ("n",), "similarity": ("min_ratio",), "contains": ()}
 
 
@@ -88,19 +96,40 @@ class GoldenPolicy:
     n: int = 8
     min_ratio: float = 0.8
     same_as: str = ""  # a mode whose cell's golden this mode's probes meet (PD meets one server's)
+    # exact and first_n_tokens, where golden and output carry log-probabilities (dayzero.checks.
+    # near_tie): a divergence within this many nats on both sides is a near-tie, tolerated; while
+    # the tokens agree, their log-probabilities may drift this much from the golden's.
+    near_tie_nats: float = NEAR_TIE_NATS
+    drift_nats: float = DRIFT_NATS
+
+    @property
+    def by_tokens(self) -> bool:
+        """Compared token by token (with near-ties) where log-probabilities exist."""
+        return self.policy in ("exact", "first_n_tokens")
 
     def describe(self) -> str:
         text = {
-            "exact": "exact text",
+            "exact": "exact tokens",
             "first_n_tokens": f"first {self.n} tokens",
             "similarity": f"similarity >= {self.min_ratio}",
             "contains": "golden text contained in output",
         }[self.policy]
+        if self.by_tokens:
+            text += f", or a near-tie within {self.near_tie_nats} nats"
         return f"{text} of the {self.same_as} cell's golden" if self.same_as else text
 
     def to_json(self) -> dict:
-        """As a golden file keeps it: the policy and the parameter it uses."""
-        return {"policy": self.policy, **{k: getattr(self, k) for k in GOLDEN_FIELDS[self.policy]}}
+        """As a golden file keeps it: the policy and the parameters it uses."""
+        out = {"policy": self.policy, **{k: getattr(self, k) for k in GOLDEN_FIELDS[self.policy]}}
+        if self.by_tokens:  # the near-tie bounds where the card set its own
+            out.update(
+                {
+                    k: getattr(self, k)
+                    for k in ("near_tie_nats", "drift_nats")
+                    if getattr(self, k) != _BOUND[k]
+                }
+            )
+        return out
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,9 @@ class Golden:
     # the same recipe and engine: each {"outputs": {probe: text}, "provenance": {..., "why": ...}}.
     # A CPU's float rounding (AVX2 against AVX-512 kernels) can turn a near-tie in greedy decoding.
     alternates: list[dict] = field(default_factory=list)
+    # Per probe, the recording's log-probabilities, one step per generated token: [token, logprob,
+    # [[alternative, logprob], ...]] (dayzero.checks.near_tie): what near-ties are judged by.
+    tokens: dict[str, list] = field(default_factory=dict)
 
     def alternatives(self, probe_id: str) -> tuple[tuple[str, dict], ...]:
         """(output, provenance) of each alternate recording that has this probe."""
@@ -43,5 +46,5 @@ def load_golden(goldens_dir: Path, cell_id: str) -> Golden | None:
 
 
 def save_golden(goldens_dir: Path, golden: Golden) -> Path:
-    doc = {k: v for k, v in golden.__dict__.items() if k not in ("tool_calls", "alternates") or v}
+    doc = {k: v for k, v in golden.__dict__.items() if k not in ("tool_calls", "alternates", "tokens") or v}
     return atomic.write_json(golden_path(goldens_dir, golden.cell), doc)

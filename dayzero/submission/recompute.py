@@ -64,6 +64,7 @@ def golden_result(view: CellView, probe: Probe) -> CheckResult:
     """As the run compared it: the golden's provenance against the evidence's recipe and engine."""
     record = _probe_record(view, probe)
     golden = view.golden
+    _, answer = view.answer(view.probes.phase)
     return check_golden(
         view.probes.policy,
         probe.id,
@@ -74,6 +75,11 @@ def golden_result(view: CellView, probe: Probe) -> CheckResult:
         engine_version=view.doc["engine"]["version"],
         missing=view.probes.missing_verdict,
         alternates=golden.alternatives(probe.id) if golden else (),
+        # the maintainers' recording on the golden side (a bundle cannot edit it), the bundle's own
+        # log-probabilities on the other: a near-tie is one only where the reference says so too
+        golden_steps=golden.tokens.get(probe.id) if golden else None,
+        output_steps=record.get("logprobs"),
+        machine=(answer.get("client") or {}).get("machine"),
     )
 
 

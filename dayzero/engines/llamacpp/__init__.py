@@ -51,6 +51,7 @@ class LlamaCpp(Engine):
     logs_devices = True
     counts_evaluated_prompt = True
     accounted = True
+    top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     rank_label = "an rpc-server"
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:

@@ -64,6 +64,7 @@ class SGLang(Engine):
     ttft_histogram = True
     bench_tool = "sglang.bench_serving"
     accounted = True
+    top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     counts_requests = True
     rank_label = "a non-endpoint sglang rank"
 

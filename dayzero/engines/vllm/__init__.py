@@ -56,6 +56,7 @@ class VLLM(Engine):
     ttft_histogram = True
     bench_tool = "vllm bench serve"
     accounted = True
+    top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     counts_requests = True
     rank_label = "a non-endpoint vllm rank"
 
