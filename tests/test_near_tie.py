@@ -147,3 +147,30 @@ def test_random_flips_at_non_ties_never_pass():
     tolerated, flips = flip_tolerated_share(steps(GOLDEN))
     assert (tolerated, flips) == (1, 4)
     assert 0 < passed < tried
+
+
+def test_a_call_decided_at_a_first_token_near_tie_is_left_out_of_the_trigger_agreement():
+    """vLLM on two CPUs: `<` (the call) -2.484 against `B` -2.609 for the two-city weather case."""
+    from dayzero.checks.tool_calls import first_token_ties
+
+    reference = {"two_cities": [], "capital": []}
+    ref_steps = {
+        "two_cities": [["B", -2.5, [["B", -2.5], ["<", -2.6]]]],
+        "capital": [["The", -0.4, [["The", -0.4], ["<", -4.0]]]],
+    }
+    records = [
+        {
+            "id": "two_cities",
+            "tool_calls": [{"name": "get_weather"}],
+            "logprobs": [["<", -2.48, [["<", -2.48], ["B", -2.6]]]],
+        },
+        {
+            "id": "capital",
+            "tool_calls": [{"name": "x"}],
+            "logprobs": [["<", -0.3, [["<", -0.3], ["The", -0.31]]]],
+        },
+    ]
+    ties = first_token_ties(reference, records, ref_steps)
+    assert list(ties) == ["two_cities"]  # capital's call is no near-tie under the reference's recording
+    assert ties["two_cities"]["golden_token"] == "B" and ties["two_cities"]["output_token"] == "<"
+    assert first_token_ties(reference, records, None) == {}

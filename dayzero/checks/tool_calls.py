@@ -10,7 +10,11 @@ raw records carry each answer's streamed `tool_calls`, `finish_reason` and `reas
   validate against its schema (jsonschema);
 - `tools:trigger@<suite>`: whether each case called a tool, against the reference cell's recorded
   answers (`dayzero golden record`): precision, recall and F1 with the reference's calls as the
-  positives, as MoonshotAI's K2-Vendor-Verifier reports a vendor against the official API;
+  positives, as MoonshotAI's K2-Vendor-Verifier reports a vendor against the official API. A case
+  that disagrees on its first token at a near-tie (the reference's recording and this answer both
+  hold the two tokens within the bound: `dayzero.checks.near_tie`) is left out and named: to call
+  or not is then numeric noise, as a near-tie in a golden is (SmolLM2 on vLLM: `<` -2.484 against
+  `B` -2.609 for "the weather in Berlin and in Madrid");
 - `tools:reasoning@<suite>` (only where the card says a reasoning parser is set): the reasoning
   comes back in its own field, and no reasoning marker is left in the content.
 
@@ -29,6 +33,7 @@ import jsonschema
 import yaml
 
 from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
+from dayzero.checks.near_tie import compare_steps, steps
 from dayzero.errors import ConfigError
 from dayzero.spec.card import ToolCallRule
 
@@ -215,12 +220,36 @@ def agreement(reference: Mapping[str, Sequence[str]], got: Mapping[str, Sequence
     }
 
 
+def first_token_ties(
+    reference: Mapping[str, Sequence[str]],
+    records: Sequence[Mapping],
+    reference_steps: Mapping[str, list] | None,
+) -> dict[str, dict]:
+    """Cases that disagree with the reference on calling at all, where the two answers part at
+    their first token at a near-tie under both recordings: case -> the divergence. Only the first
+    token: beyond it an answer could be made to part from the reference at any near-tie of the
+    reference's own answer, which says nothing about the decision to call."""
+    out = {}
+    for r in records:
+        case = r.get("id")
+        if case not in reference or bool(reference[case]) == bool(r.get("tool_calls")):
+            continue
+        want, got = steps((reference_steps or {}).get(case)), steps(r.get("logprobs"))
+        if not want or not got:
+            continue
+        c = compare_steps(want[:1], got[:1])
+        if c.tolerated:
+            out[case] = dict(c.details["divergence"])
+    return out
+
+
 def check_trigger(
     suite: ToolSuite,
     records: Sequence[Mapping],
     reference: Mapping[str, Sequence[str]] | None,
     reference_cell: str,
     bound: float,
+    reference_steps: Mapping[str, list] | None = None,
 ) -> CheckResult:
     name = f"tools:trigger@{suite.name}"
     wanted = {c.id for c in suite.cases}
@@ -233,8 +262,9 @@ def check_trigger(
             bound=bound,
             details={"reference_cell": reference_cell},
         )
-    got = {k: v for k, v in answers(records).items() if k in wanted}
-    stats = agreement({k: reference[k] for k in sorted(wanted)}, got)
+    ties = first_token_ties({k: reference[k] for k in wanted}, records, reference_steps)
+    got = {k: v for k, v in answers(records).items() if k in wanted and k not in ties}
+    stats = agreement({k: reference[k] for k in sorted(wanted - set(ties))}, got)
     errors = [r["id"] for r in records if r.get("error")]
     problems = [f"{len(errors)} request error(s)"] if errors else []
     return CheckResult(
@@ -244,10 +274,11 @@ def check_trigger(
         f"tool-call trigger F1 {stats['f1']:.2f} against {reference_cell} (precision "
         f"{stats['precision']:.2f}, recall {stats['recall']:.2f}; bound {bound:g})"
         + (f"; disagree on {', '.join(stats['disagree'])}" if stats["disagree"] else "")
+        + (f"; left out at a first-token near-tie: {', '.join(sorted(ties))}" if ties else "")
         + "".join(f"; {p}" for p in problems),
         measured=stats["f1"],
         bound=bound,
-        details={**stats, "reference_cell": reference_cell},
+        details={**stats, "reference_cell": reference_cell, **({"near_ties": ties} if ties else {})},
     )
 
 
@@ -289,12 +320,14 @@ def check_tool_calls(
     records: Sequence[Mapping],
     reference: Mapping[str, Sequence[str]] | None,
     reference_cell: str,
+    reference_steps: Mapping[str, list] | None = None,
 ) -> list[CheckResult]:
-    """Every check of one suite's answers, with the card's thresholds."""
+    """Every check of one suite's answers, with the card's thresholds; `reference_steps`: the
+    reference answers' first-token log-probabilities (case -> steps), where recorded."""
     out = [
         check_finish_reason(suite, records, rule.min_finish_reason),
         check_arguments(suite, records, rule.min_valid_arguments),
-        check_trigger(suite, records, reference, reference_cell, rule.min_trigger_f1),
+        check_trigger(suite, records, reference, reference_cell, rule.min_trigger_f1, reference_steps),
     ]
     if rule.reasoning:
         out.append(check_reasoning(suite, records, rule.min_reasoning, rule.reasoning_markers))

@@ -88,6 +88,9 @@ class Engine:
     # API (`logprobs: true, top_logprobs: k`, streamed): probes ask for them and goldens are then
     # compared token by token with near-ties (dayzero.checks.near_tie); 0: by text alone.
     top_logprobs: int = 0
+    # It returns them with tool calls too (a call / no-call near-tie is then judged by them); off
+    # where asking for them changes the answer (llama-server: 0 of 6 calls with them, 3 of 6 without).
+    logprobs_with_tools: bool = True
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         """This launch serves /metrics (read around every phase)."""

@@ -252,7 +252,17 @@ def tool_calls(ctx: RunContext, cell: Cell, ep: Endpoint, record_goldens: bool) 
     reference_cell, _ = golden_source(card, cell)
     golden = None if record_goldens else load_golden(ctx.goldens_dir, reference_cell)
     suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
-    return list(run_tool_calls(card, cell, ep, suites, golden.tool_calls if golden else {}, reference_cell))
+    return list(
+        run_tool_calls(
+            card,
+            cell,
+            ep,
+            suites,
+            golden.tool_calls if golden else {},
+            reference_cell,
+            golden.tool_tokens if golden else {},
+        )
+    )
 
 
 def _probe(
@@ -316,15 +326,23 @@ def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
         texts = {r["id"]: r["text"] for r in outputs["records"]}
         return add_alternate(ctx.goldens_dir, cell.id, texts, {**provenance, "why": ctx.golden_alternate})
     suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
-    tools = {
-        tp.suite.name: answers(
-            json.loads((ctx.reports_dir / records.path(ctx.run_id, cell.id, tp.phase)).read_text())["records"]
-        )
-        for tp in plan.tool_calls(ctx.matrix.card(cell), cell, suites)
-    }
+    tools, tool_steps = {}, {}
+    for tp in plan.tool_calls(ctx.matrix.card(cell), cell, suites):
+        answered = json.loads((ctx.reports_dir / records.path(ctx.run_id, cell.id, tp.phase)).read_text())
+        tools[tp.suite.name] = answers(answered["records"])
+        if firsts := {
+            r["id"]: near_tie.rounded(r["logprobs"][:1]) for r in answered["records"] if r.get("logprobs")
+        }:
+            tool_steps[tp.suite.name] = firsts
     steps = {r["id"]: near_tie.rounded(r["logprobs"]) for r in outputs["records"] if r.get("logprobs")}
     golden = Golden(
-        cell.id, policy, provenance, {r["id"]: r["text"] for r in outputs["records"]}, tools, tokens=steps
+        cell.id,
+        policy,
+        provenance,
+        {r["id"]: r["text"] for r in outputs["records"]},
+        tools,
+        tokens=steps,
+        tool_tokens=tool_steps,
     )
     return save_golden(ctx.goldens_dir, golden)
 

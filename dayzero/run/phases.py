@@ -297,15 +297,22 @@ def run_tool_calls(
     suites: Path,
     reference: Mapping[str, Mapping[str, list[str]]],
     reference_cell: str,
+    reference_steps: Mapping[str, Mapping[str, list]] | None = None,
 ) -> Iterator[CheckResult]:
     """Each tool-use suite of the cell once, its answers held to the card's thresholds and to the
-    reference cell's recorded answers (`reference`: suite -> case -> tools called)."""
+    reference cell's recorded answers (`reference`: suite -> case -> tools called; `reference_steps`:
+    suite -> case -> the recorded answer's first step, for near-ties)."""
     for tp in plan.tool_calls(card, cell, suites):
         with ep.step(f"correctness: tool calls ({tp.suite.name}, {len(tp.suite.cases)} cases)"):
             answer, _ = _load(ep, tp.phase, tp.concurrency, tp.requests())
             ep.keep(tp.phase, answer)
             for result in check_tool_calls(
-                tp.rule, tp.suite, answer["records"], reference.get(tp.suite.name), reference_cell
+                tp.rule,
+                tp.suite,
+                answer["records"],
+                reference.get(tp.suite.name),
+                reference_cell,
+                (reference_steps or {}).get(tp.suite.name),
             ):
                 ep.say(f"{result.name}: {result.message}")
                 yield result

@@ -72,7 +72,7 @@ def probes(card: ModelCard, cell: Cell) -> ProbePlan:
     golden_cell, policy = golden_source(card, cell)
     concurrency = 1 if policy.policy == "exact" else card.mode(cell.mode).concurrency
     missing = NOT_MEASURED if card.goldens else FAILED
-    top = min(TOP_LOGPROBS, engines.find_or_plain(card.engine.name).top_logprobs) if policy.by_tokens else 0
+    top = top_logprobs(card) if policy.by_tokens else 0
     return ProbePlan(
         tuple(card.probes),
         concurrency,
@@ -246,6 +246,7 @@ class ToolCallPlan:
 
     rule: ToolCallRule
     suite: ToolSuite
+    top_logprobs: int = 0  # asked with each token where the engine returns them (trigger near-ties)
 
     @property
     def phase(self) -> str:
@@ -256,9 +257,24 @@ class ToolCallPlan:
         return self.rule.concurrency
 
     def requests(self) -> list[dict]:
-        return [tool_request(self.suite, case, self.rule) for case in self.suite.cases]
+        out = [tool_request(self.suite, case, self.rule) for case in self.suite.cases]
+        if self.top_logprobs:
+            for req in out:
+                req["extra"] = {
+                    **(req.get("extra") or {}),
+                    "logprobs": True,
+                    "top_logprobs": self.top_logprobs,
+                }
+        return out
+
+
+def top_logprobs(card: ModelCard) -> int:
+    """What a probe asks with each token: the top-k near-ties are judged by, where the engine
+    returns log-probabilities at all (`Engine.top_logprobs`)."""
+    return min(TOP_LOGPROBS, engines.find_or_plain(card.engine.name).top_logprobs)
 
 
 def tool_calls(card: ModelCard, cell: Cell, suites: Path) -> Iterator[ToolCallPlan]:
     for rule in tool_rules_for(card, cell):
-        yield ToolCallPlan(rule, load_suite(suites / "tools", rule.suite))
+        top = top_logprobs(card) if engines.find_or_plain(card.engine.name).logprobs_with_tools else 0
+        yield ToolCallPlan(rule, load_suite(suites / "tools", rule.suite), top)

@@ -24,6 +24,9 @@ class Golden:
     # Per probe, the recording's log-probabilities, one step per generated token: [token, logprob,
     # [[alternative, logprob], ...]] (dayzero.checks.near_tie): what near-ties are judged by.
     tokens: dict[str, list] = field(default_factory=dict)
+    # Per tool-use suite, per case: the first step of the recorded answer (its log-probabilities),
+    # what a call / no-call disagreement at a near-tie is judged by (checks.tool_calls).
+    tool_tokens: dict[str, dict[str, list]] = field(default_factory=dict)
 
     def alternatives(self, probe_id: str) -> tuple[tuple[str, dict], ...]:
         """(output, provenance) of each alternate recording that has this probe."""
@@ -46,5 +49,9 @@ def load_golden(goldens_dir: Path, cell_id: str) -> Golden | None:
 
 
 def save_golden(goldens_dir: Path, golden: Golden) -> Path:
-    doc = {k: v for k, v in golden.__dict__.items() if k not in ("tool_calls", "alternates", "tokens") or v}
+    doc = {
+        k: v
+        for k, v in golden.__dict__.items()
+        if k not in ("tool_calls", "alternates", "tokens", "tool_tokens") or v
+    }
     return atomic.write_json(golden_path(goldens_dir, golden.cell), doc)

@@ -137,7 +137,10 @@ def tool_call_results(view: CellView, tp: ToolCallPlan) -> dict[str, CheckResult
     _, answer = view.answer(tp.phase)
     golden = view.golden  # the probes' golden cell is the tool answers' reference cell too
     reference = (golden.tool_calls if golden else {}).get(tp.suite.name)
-    results = check_tool_calls(tp.rule, tp.suite, answer["records"], reference, view.probes.golden_cell)
+    reference_steps = (golden.tool_tokens if golden else {}).get(tp.suite.name)  # the maintainers' too
+    results = check_tool_calls(
+        tp.rule, tp.suite, answer["records"], reference, view.probes.golden_cell, reference_steps
+    )
     return {r.name: r for r in results}
 
 

@@ -359,6 +359,24 @@ def golden_text(members: Members) -> Members:
     return edit_json(members, rel, change)
 
 
+def golden_near_tie_forged(members: Members) -> Members:
+    """A wrong answer whose own log-probabilities call it a near-tie: the probe says Lyon where the
+    golden says Paris, and the record's steps claim the two were within a hair of each other."""
+    ev = evidence_name(members)
+    rel = run_file(members, ev, "/probes.json")
+
+    def change(doc):
+        for r in doc["records"]:
+            if r["id"] != "capital_france" or not r.get("logprobs"):
+                continue
+            at = next(i for i, step in enumerate(r["logprobs"]) if "Paris" in step[0])
+            lp = r["logprobs"][at][1]
+            r["logprobs"][at] = [" Lyon", lp, [[" Lyon", lp], [r["logprobs"][at][0], lp - 0.01]]]
+            r["text"] = r["text"].replace(" Paris", " Lyon")
+
+    return edit_json(members, rel, change)
+
+
 def broken_run(members: Members) -> Members:
     return edit_json(
         members, evidence_name(members), lambda doc: doc.update(verdict="broken", error="host lost")
@@ -653,6 +671,7 @@ CASES = [
     Case("missing-records", "recompute.records", edited(drop_records, sign=True)),
     Case("floor-not-met", "recompute.floor", floor_not_met, synthetic_only=True),
     Case("golden-differs", "recompute.golden", edited(golden_text, sign=True)),
+    Case("golden-near-tie-forged", "recompute.golden", edited(golden_near_tie_forged, sign=True)),
     Case(
         "recipe-digest-differs",
         "provenance.recipe-digest",

@@ -82,9 +82,11 @@ class FakeClient:
         texts: dict[str, str],
         itl_s: float = ITL_S,
         calls: dict[str, list[str]] | None = None,
+        steps: dict[str, list] | None = None,
     ):
         self.clock = start
         self.texts = texts
+        self.steps = steps or {}  # probe -> the golden's log-probabilities, returned where asked
         self.calls = calls or {}  # tool-use case -> the tools its reference answer called
         self.itl_s = itl_s
         self.jitter = random.Random(start)
@@ -159,6 +161,8 @@ class FakeClient:
                 if key in req:
                     record[key] = req[key]
             record["prompt_digest"] = prompt_digest(req, req.get("turn"))
+            if (req.get("extra") or {}).get("logprobs") and req["id"] in self.steps:
+                record["logprobs"] = self.steps[req["id"]]
             records.append(record)
         start, self.clock = self.clock, max(slots) + 0.01
         wall = self.clock - start
@@ -250,7 +254,7 @@ def run_cell(
     texts = {**known_answers(card, suites), **(golden.outputs if golden else {})}
     tool_answers = golden.tool_calls if golden else {}  # the probes' golden cell is the tools' reference
     calls = {case: names for suite in tool_answers.values() for case, names in suite.items()}
-    client = FakeClient(start, texts, itl_s, calls)
+    client = FakeClient(start, texts, itl_s, calls, golden.tokens if golden else None)
     (reports / records.folder(run_id, cell.id)).mkdir(parents=True, exist_ok=True)
 
     def keep(phase: str, answer: dict) -> str:
@@ -290,10 +294,13 @@ def run_cell(
             recipe_digest=recipe.digest,
             engine_version=ENGINE_VERSION,
             missing=probes.missing_verdict,
+            golden_steps=golden.tokens.get(p.id) if golden else None,
+            output_steps=by_id[p.id].get("logprobs"),
         )
         for p in probes.probes
     ]
-    checks += run_tool_calls(card, cell, ep, suites, tool_answers, probes.golden_cell)
+    tool_steps = golden.tool_tokens if golden else {}
+    checks += run_tool_calls(card, cell, ep, suites, tool_answers, probes.golden_cell, tool_steps)
     run_all(card, cell, ep, HOST.accelerators, suites, into=checks)
     log = f"{records.logs_folder(run_id, cell.id)}/local-server-0.log"
     (reports / log).parent.mkdir(parents=True, exist_ok=True)
