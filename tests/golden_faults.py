@@ -68,7 +68,9 @@ def build(fault: str, engine: str, model_root: Path, dst: Path) -> Path:
             gguf_swap_tokens(own_copy(gguf))
         return dst
     hf = dst / "SmolLM2-135M-Instruct-bf16"
-    if fault == "template":
+    if fault == "template":  # vLLM's recipe names the tools template, SGLang reads the checkpoint's
+        (dst / "smollm2-135m-tools.jinja").unlink()
+        (dst / "smollm2-135m-tools.jinja").write_text(WRONG_TEMPLATE)
         (hf / "chat_template.jinja").unlink()
         (hf / "chat_template.jinja").write_text(WRONG_TEMPLATE)
         config = own_copy(hf / "tokenizer_config.json")

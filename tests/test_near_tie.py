@@ -119,7 +119,8 @@ def test_malformed_steps_are_none():
     assert steps([["a", 0.5, []]]) is None  # a log-probability above 0
     assert steps([["a", -0.1, [["b", "x"]]]]) is None
     assert steps([["a", float("nan"), []]]) is None
-    assert steps([]) is None and steps("x") is None
+    assert steps("x") is None and steps(None) is None
+    assert steps([]) == ()  # an empty answer: no tokens, compared as such
 
 
 def test_random_flips_at_non_ties_never_pass():

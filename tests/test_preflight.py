@@ -9,6 +9,7 @@ import pytest
 
 from dayzero.lab.preflight import gather, parse_device_memory
 from dayzero.lab.transport.local import LocalTransport
+from dayzero.loadgen.client import ISA_FLAGS, parse_machine
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Hardware
 
@@ -120,3 +121,23 @@ def test_driver_version_of_a_cpu_host_and_of_an_unreadable_tool(tmp_path, monkey
     fake_tool(tmp_path, monkeypatch, "nvidia-smi", "NVIDIA-SMI has failed", rc=9)
     facts = gather(LocalTransport(host), B300, {})
     assert facts.driver_version == "unknown" and not facts.healthy
+
+
+def test_preflight_names_the_machine_the_host_is(tmp_path, monkeypatch, host):
+    """Which near-ties an engine turns depends on the CPU's kernels: evidence names the machine."""
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", NVIDIA)
+    facts = gather(LocalTransport(host), B300, {})
+    assert facts.machine["arch"] == os.uname().machine and facts.machine["cpu"]
+    assert set(facts.machine["isa"]) <= set(ISA_FLAGS)
+
+
+def test_the_machine_is_read_from_cpuinfo():
+    x86 = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu avx2 fma f16c bmi2\n"
+    assert parse_machine("x86_64\n", x86) == {
+        "arch": "x86_64",
+        "cpu": "AMD EPYC 7B13",
+        "isa": ["avx2", "fma", "f16c"],
+    }
+    arm = "processor\t: 0\nFeatures\t: fp asimd evtstrm sve\nCPU part\t: 0xd40\n"
+    assert parse_machine("aarch64", arm) == {"arch": "aarch64", "cpu": "", "isa": ["asimd", "sve"]}
+    assert parse_machine("x86_64", "")["isa"] == []

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
-from dayzero.checks.near_tie import compare_steps, spelled, steps
+from dayzero.checks.near_tie import compare_steps, spelled, spells, steps
 from dayzero.spec.card import GoldenPolicy, Probe
 from dayzero.spec.engine_identity import same_engine
 
@@ -114,11 +114,11 @@ def compare_answer(
             "the golden has no log-probabilities (recorded before them)"
             if want is None
             else "the output has no log-probabilities (the engine returns none)"
-            if got is None
+            if got is None or (not got and actual)
             else "the golden's log-probabilities do not spell its text"
-            if spelled(want) != expected
+            if not spells(want, expected)
             else "the output's log-probabilities do not spell its text"
-            if spelled(got) != actual
+            if not spells(got, actual)
             else ""
         )
         if not why:

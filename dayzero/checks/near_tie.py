@@ -37,8 +37,9 @@ class Step:
 
 
 def steps(raw: object) -> tuple[Step, ...] | None:
-    """Steps from their JSON form; None where absent or malformed (nothing to compare by)."""
-    if not isinstance(raw, list) or not raw:
+    """Steps from their JSON form (an empty answer's are none: `()`); None where absent or
+    malformed (nothing to compare by)."""
+    if not isinstance(raw, list):
         return None
     out = []
     for item in raw:

@@ -360,19 +360,23 @@ def golden_text(members: Members) -> Members:
 
 
 def golden_near_tie_forged(members: Members) -> Members:
-    """A wrong answer whose own log-probabilities call it a near-tie: the probe says Lyon where the
-    golden says Paris, and the record's steps claim the two were within a hair of each other."""
+    """Another answer whose own log-probabilities call it a near-tie: the colors probe takes its
+    runner-up at the second token ("The three ..." where the golden says "The rainbow ...", 1.7
+    nats apart under every engine's recording), and the record's steps claim the two were within
+    a hundredth of a nat. The probe's own check passes it (colors expects nothing)."""
     ev = evidence_name(members)
     rel = run_file(members, ev, "/probes.json")
 
     def change(doc):
         for r in doc["records"]:
-            if r["id"] != "capital_france" or not r.get("logprobs"):
+            if r["id"] != "colors" or not r.get("logprobs"):
                 continue
-            at = next(i for i, step in enumerate(r["logprobs"]) if "Paris" in step[0])
-            lp = r["logprobs"][at][1]
-            r["logprobs"][at] = [" Lyon", lp, [[" Lyon", lp], [r["logprobs"][at][0], lp - 0.01]]]
-            r["text"] = r["text"].replace(" Paris", " Lyon")
+            steps = r["logprobs"]
+            unprinted = "".join(s[0] for s in steps) != r["text"]  # vLLM's stop token
+            token, lp, top = steps[1]
+            alt = next(t for t, _ in top if t != token)
+            steps[1] = [alt, lp, [[alt, lp], [token, lp - 0.01]]]
+            r["text"] = "".join(s[0] for s in (steps[:-1] if unprinted else steps))
 
     return edit_json(members, rel, change)
 
