@@ -106,6 +106,7 @@ def test_first_n_tokens_compares_the_tokens_that_spell_the_first_n_words():
     wrong_late = [*GOLDEN[:3], [" purple", -0.3, [[" purple", -0.3]]]]
     assert _check(GOLDEN, wrong_late, policy).passed  # beyond the first two words
     assert not _check(GOLDEN, wrong_late).passed
+    assert not _check(GOLDEN, GOLDEN[:1], policy).passed  # stopped before the second word
 
 
 def test_without_log_probabilities_the_text_policy_decides_and_says_so():

@@ -100,9 +100,8 @@ def compare_steps(
 ) -> Comparison:
     """Tokens equal (up to `limit` tokens, or the shorter side), or a near-tie at the first
     divergence; and, while equal, log-probabilities within `drift_nats` of the golden's."""
-    n = min(len(golden), len(output))
-    if limit is not None:
-        n = min(n, limit)
+    target = len(golden) if limit is None else min(limit, len(golden))
+    n = min(target, len(output))
     drift, at = 0.0, -1
     for i in range(n):
         g, o = golden[i], output[i]
@@ -119,7 +118,7 @@ def compare_steps(
             f"(drift {drift:.3f} > {drift_nats} nats)",
             {**details, "drift_at": at},
         )
-    if limit is None and len(golden) != len(output):
+    if len(output) < target or (limit is None and len(output) > len(golden)):
         # One side stopped earlier: a length the golden did not have is a divergence at `n` (an
         # end of sequence against a token), not a near-tie anyone recorded.
         return Comparison(
