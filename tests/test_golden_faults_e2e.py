@@ -21,6 +21,7 @@ from dayzero.spec.matrix import load_matrix
 
 from .conftest import REPO, needs_engine
 from .golden_faults import FAULTS, build
+from .slurm_bed import e2e_lock
 
 pytestmark = [pytest.mark.e2e, needs_engine]
 
@@ -86,7 +87,8 @@ def probe_cell(matrix_dir, inventory_path, cell_id, tmp_path):
         matrix, inventory, tmp_path / "reports", REPO / "suites" / "goldens", new_run_id(), say=said.append
     )
     try:
-        outcome = run_cell(ctx, matrix.cell(cell_id), correctness_only=True)
+        with e2e_lock():  # engines one at a time, whichever xdist worker runs this
+            outcome = run_cell(ctx, matrix.cell(cell_id), correctness_only=True)
     finally:
         ctx.close()
     assert not outcome.error, f"{cell_id} did not serve: {outcome.error}\n" + "\n".join(said)

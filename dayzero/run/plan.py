@@ -49,9 +49,7 @@ class ProbePlan:
     phase: str = records.PROBES
     golden_cell: str = ""  # whose golden the answers meet: a reference cell's, or the cell's own
     missing_verdict: str = FAILED  # no golden yet: failed, or not measured under cross-hardware goldens
-    top_logprobs: int = (
-        0  # asked with each generated token where the engine returns them (goldens by near-ties)
-    )
+    top_logprobs: int = 0  # asked with each token where the engine returns them (near-ties)
 
     def requests(self) -> list[dict]:
         extra = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.top_logprobs else None
