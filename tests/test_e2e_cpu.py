@@ -75,6 +75,10 @@ def test_every_cpu_cell_runs_green(main_job):
         assert "--port" in doc["recipe"]["launches"][0]["command"]
         golden = [c for c in doc["checks"] if c["name"].startswith("golden:")]
         assert golden and not any((c.get("details") or {}).get("provenance_differs") for c in golden)
+        # goldens by tokens and near-ties on every engine (issue 39), and the machine the run was on
+        assert all(c["details"]["comparison"] == "tokens and log-probabilities" for c in golden), doc["cell"]
+        assert all(c["details"]["machine"]["cpu"] for c in golden)
+        assert all(h["facts"]["machine"]["arch"] for h in doc["hosts"])
         # tool-call conformance, for real: llama-server's own tool calling and vLLM's own tool
         # parser (hermes) on the low_latency baseline cells
         tools = {c["name"]: c for c in doc["checks"] if c["name"].startswith("tools:")}
