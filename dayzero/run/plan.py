@@ -52,16 +52,16 @@ class ProbePlan:
     top_logprobs: int = 0  # asked with each token where the engine returns them (near-ties)
 
     def requests(self) -> list[dict]:
-        extra = {"logprobs": True, "top_logprobs": self.top_logprobs} if self.top_logprobs else None
-        return [
-            {
-                "id": p.id,
-                "prompt": p.prompt,
-                "max_tokens": p.max_tokens,
-                **({"extra": extra} if extra else {}),
-            }
-            for p in self.probes
-        ]
+        out = [{"id": p.id, "prompt": p.prompt, "max_tokens": p.max_tokens} for p in self.probes]
+        return with_logprobs(out, self.top_logprobs)
+
+
+def with_logprobs(requests: list[dict], top: int) -> list[dict]:
+    """Requests that also ask for `top` log-probabilities with each token (none where 0)."""
+    if top:
+        for req in requests:
+            req["extra"] = {**(req.get("extra") or {}), "logprobs": True, "top_logprobs": top}
+    return requests
 
 
 def probes(card: ModelCard, cell: Cell) -> ProbePlan:
@@ -256,14 +256,7 @@ class ToolCallPlan:
 
     def requests(self) -> list[dict]:
         out = [tool_request(self.suite, case, self.rule) for case in self.suite.cases]
-        if self.top_logprobs:
-            for req in out:
-                req["extra"] = {
-                    **(req.get("extra") or {}),
-                    "logprobs": True,
-                    "top_logprobs": self.top_logprobs,
-                }
-        return out
+        return with_logprobs(out, self.top_logprobs)
 
 
 def top_logprobs(card: ModelCard) -> int:
