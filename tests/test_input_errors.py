@@ -142,6 +142,23 @@ def test_a_var_the_cards_need_and_the_inventory_lacks_is_one_line_rc_4(tmp_path)
     assert "== kimi" not in result.stdout, "no plan printed"
 
 
+def test_a_misspelt_jump_stops_the_run_naming_its_field_not_dialled_as_an_alias(tmp_path):
+    """Issue 45: `jump: bastoin` was taken as an ssh alias and dialled as the controller's user."""
+    hosts = {
+        "bastion": {"address": "127.0.0.1", "port": 1, "hardware": "cpu", "slots": 0},
+        "b300-01": {"address": "127.0.0.1", "port": 1, "hardware": "b300", "jump": "bastoin"},
+    }
+    (tmp_path / "ssh_config").write_text("Host gateway\n  HostName 127.0.0.1\n")
+    path = lab_inventory(tmp_path, hosts, ssh_config=str(tmp_path / "ssh_config"))
+    result = run_pytest("-m", "b300", "--hosts", path, "--dry-run")
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (
+        f"ERROR: dayzero: {path}: hosts.b300-01.jump: 'bastoin' is neither a host of this inventory "
+        f"nor a Host of ssh config {tmp_path / 'ssh_config'} (did you mean 'bastion'?)"
+    ) in result.stderr, result.stderr
+    assert "== kimi" not in result.stdout, "no plan printed"
+
+
 def test_a_selection_that_needs_no_missing_var_runs(tmp_path):
     """Only the selected cells count: a cpu run is not stopped by b300 hosts without the var."""
     inventory = (REPO / "hosts" / "local.yaml").read_text()

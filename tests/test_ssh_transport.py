@@ -371,6 +371,49 @@ def test_jump_loop_is_a_config_error(inv):
         SSHTransport(inventory.host("lab1"), inventory)
 
 
+def test_a_misspelt_jump_is_a_config_error_naming_its_line_not_an_alias(inv):
+    """`jump: lab01` names no host of the inventory and no Host of the ssh config: it was dialled
+    as an ssh alias with the controller's user; now the run stops before any cell, naming it."""
+    from dayzero.lab.transport.ssh.config import check_jumps
+
+    typo = tuple(dataclasses.replace(h, jump="lab01") if h.name == "lab3" else h for h in inv.hosts)
+    inventory = dataclasses.replace(inv, hosts=typo)
+    with pytest.raises(ConfigError) as err:
+        check_jumps(inventory)
+    assert err.value.path == "hosts.lab3.jump" and err.value.file == str(inv.path), str(err.value)
+    assert "'lab01' is neither a host of this inventory nor a Host of ssh config" in str(err.value)
+    assert "(did you mean 'lab1'?)" in str(err.value)
+    with pytest.raises(ConfigError, match="hosts.lab3.jump"):
+        SSHTransport(inventory.host("lab3"), inventory)
+    check_jumps(inv)  # the testbed's own jump (lab1) is a host of the inventory
+    port = inv.host("lab1").port
+    explicit = dataclasses.replace(inv.host("lab3"), jump=f"root@127.0.0.2:{port}")  # said in full: allowed
+    assert SSHTransport(explicit, inventory).target.jump.hostname == "127.0.0.2"
+
+
+def test_a_missing_identity_names_its_field_and_is_not_retried(inv, tmp_path):
+    missing = tmp_path / "id_lab"
+    host = dataclasses.replace(inv.host("lab1"), name="lab1-nokey", identity=str(missing))
+    with pytest.raises(InfrastructureError) as err:
+        SSHTransport(host, inv).run("true", timeout=30)
+    message = str(err.value)
+    assert (
+        message.startswith("lab1-nokey (")
+        and f"hosts.lab1-nokey.identity: {missing} does not exist" in message
+    )
+    assert "tries" not in message and "No such file" not in message, message  # said once, not a network fault
+    assert not err.value.retry
+
+
+def test_a_public_key_as_identity_says_give_the_private_one(bed, inv):
+    public = f"{bed.identity}.pub"
+    host = dataclasses.replace(inv.host("lab2"), name="lab2-pub", identity=public)
+    with pytest.raises(InfrastructureError) as err:
+        SSHTransport(host, inv).run("true", timeout=30)
+    assert f"identity: {public} is a public key: give the private one ({bed.identity}?)" in str(err.value)
+    assert "tries" not in str(err.value) and not err.value.retry
+
+
 def test_open_transport_picks_ssh(inv):
     assert isinstance(open_transport(inv.host("lab2"), inv), SSHTransport)
 

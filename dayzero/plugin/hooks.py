@@ -15,6 +15,7 @@ import pytest
 from dayzero import __version__
 from dayzero.clock import now_iso
 from dayzero.errors import ConfigError
+from dayzero.lab.transport.ssh.config import check_jumps
 from dayzero.plugin import markers, signals
 from dayzero.plugin.crash import CrashedCells
 from dayzero.plugin.options import DEFAULTS, OPTIONS, option_path
@@ -59,6 +60,7 @@ def _load(config: pytest.Config) -> bool:
     try:
         matrix = load_matrix(option_path(config, "dayzero_matrix"))
         inventory = load_inventory(option_path(config, "dayzero_hosts"), set(matrix.hardware))
+        check_jumps(inventory)
     except ConfigError as exc:  # every error of the file, one line each
         raise pytest.UsageError("\n".join(f"dayzero: {line}" for line in str(exc).splitlines())) from None
     config.stash[MATRIX_KEY] = matrix

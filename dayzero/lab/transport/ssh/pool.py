@@ -22,7 +22,7 @@ import paramiko
 
 from dayzero.errors import HostUnreachable, InfrastructureError
 from dayzero.lab.transport.base import CONNECT_TIMEOUT_S, CONNECT_TRIES
-from dayzero.lab.transport.ssh.config import SshTarget
+from dayzero.lab.transport.ssh.config import SshTarget, identity_problem
 from dayzero.lab.transport.ssh.hostkeys import Trust, TrustPolicy, changed_key_error
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,10 @@ def unreachable_cause(
 
 def _connect(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> Connection:
     """Dial the target: up to CONNECT_TRIES tries, all within `timeout` seconds; HostUnreachable
-    names the host and the cause of the last one."""
+    names the host and the cause of the last one. An identity file that cannot log in is said
+    at once, never dialled: no try can help."""
+    if (problem := identity_problem(target)) is not None:
+        raise HostUnreachable(f"{target.describe()}: cannot log in: {problem}")
     started = time.monotonic()
     deadline = started + timeout
     for tries in range(1, CONNECT_TRIES + 1):
