@@ -30,6 +30,9 @@ def night_doc(
     weights: str = "b179c9523d0e" * 4,
     vendor: str | None = None,
     accuracy: float | None = 0.9,
+    lab: str | None = None,
+    controller: str = "ci-1",
+    run_id: str | None = None,
 ) -> dict:
     finished = START + dt.timedelta(days=night, minutes=5)
     summary = {"output_throughput": throughput, "median_ttft_ms": ttft_ms, "std_ttft_ms": 1.0, "completed": 8}
@@ -64,11 +67,11 @@ def night_doc(
         "options": [],
         "source": vendor or "dayzero",
         "run": {
-            "id": f"{finished:%Y%m%dT%H%M%SZ}-{night:05d}",
+            "id": run_id or f"{finished:%Y%m%dT%H%M%SZ}-{night:05d}",
             "started": (finished - dt.timedelta(minutes=4)).isoformat(),
             "finished": finished.isoformat(),
             "by": "ci",
-            "controller": "ci-1",
+            "controller": controller,
             "worker": "master",
             "harness_version": "0.1.0",
         },
@@ -88,6 +91,8 @@ def night_doc(
         "checks": checks,
         "verdict": "passed",
     }
+    if lab:
+        doc["run"]["lab"] = lab
     if vendor:
         doc["submission"] = {"vendor": vendor, "bundle_sha256": "0" * 64}
     return doc
@@ -106,6 +111,6 @@ def write_nights(root, docs: Sequence[dict]) -> list:
     """Each document under `root/nights/<its night>/evidence/`, as `dayzero nightly` lays them out."""
     paths = []
     for doc in docs:
-        night = root / "nights" / doc["run"]["id"].split("-")[0]
+        night = root / "nights" / doc["run"]["finished"][:19].replace("-", "").replace(":", "")
         paths.append(evidence.write(night, doc))
     return paths

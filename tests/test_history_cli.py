@@ -54,7 +54,7 @@ def test_ingest_then_changes_finds_the_planted_slowdown_and_its_recipe(tmp_path,
     code, out = run(capsys, "history", "series", CELL, SERIES, "--store", store, "--json")
     assert [p["value"] for p in json.loads(out)["points"]] == [d["checks"][0]["measured"] for d in docs]
     code, out = run(capsys, "history", "series", CELL, "--store", store)
-    assert f"{SERIES}: 30 night(s)" in out
+    assert f"{SERIES} [unnamed]: 30 night(s)" in out
 
 
 def test_a_shift_the_data_put_a_night_off_is_reported_at_the_night_its_recipe_changed(tmp_path, capsys):
@@ -80,6 +80,57 @@ def test_a_shift_the_data_put_a_night_off_is_reported_at_the_night_its_recipe_ch
     assert change["changed"] == {"recipe": ["370a065910226f54", "fewer-threads"]}
 
 
+def stored(capsys, store: str) -> list[str]:
+    """Every stored run, as `dayzero history series` prints it (one line a night)."""
+    code, out = run(capsys, "history", "series", CELL, SERIES, "--store", store)
+    return out.splitlines()
+
+
+def test_a_mistyped_or_empty_folder_is_refused_and_keeps_every_run(tmp_path, capsys):
+    """Was: `ingest <mistyped folder> --rebuild` deleted every run and said '0 run(s) ingested', exit 0."""
+    write_nights(tmp_path / "nightly", series_docs(levels((6, 100.0))))
+    store = str(tmp_path / "h.sqlite")
+    run(capsys, "history", "ingest", str(tmp_path / "nightly"), "--store", store)
+    before = stored(capsys, store)
+    (tmp_path / "empty" / "nights").mkdir(parents=True)
+    for folder, why in ((tmp_path / "nigthly", "no such folder"), (tmp_path / "empty", "no evidence")):
+        for rebuild in ([], ["--rebuild"]):
+            assert main(["history", "ingest", str(folder), "--store", store, *rebuild]) == 2
+            assert f"{folder}: <root>: {why}" in capsys.readouterr().err
+    assert len(before) == 6 and stored(capsys, store) == before
+
+
+def test_a_rebuild_refuses_to_delete_runs_whose_evidence_it_is_not_given(tmp_path, capsys):
+    docs = series_docs(levels((6, 100.0)))
+    write_nights(tmp_path / "old", docs[:3])
+    write_nights(tmp_path / "new", docs[3:])
+    store = str(tmp_path / "h.sqlite")
+    run(capsys, "history", "ingest", str(tmp_path / "old"), str(tmp_path / "new"), "--store", store)
+    before = stored(capsys, store)
+    assert main(["history", "ingest", str(tmp_path / "new"), "--rebuild", "--store", store]) == 1
+    assert "refused: 3 stored run(s) in the scope are not in the evidence given" in capsys.readouterr().err
+    assert stored(capsys, store) == before
+    since = docs[3]["run"]["finished"][:19]  # the scope of the new folder's nights: accepted
+    code, out = run(
+        capsys, "history", "ingest", str(tmp_path / "new"), "--rebuild", "--since", since, "--store", store
+    )
+    assert code == 0 and "3 run(s) ingested; 6 run(s) of 1 cell(s) stored" in out
+    assert stored(capsys, store) == before
+    assert (
+        main(["history", "ingest", str(tmp_path / "new"), "--lab", "x", "--store", store]) == 2
+    )  # scope needs --rebuild
+
+
+def test_prune_forgets_runs_older_than_its_age(tmp_path, capsys):
+    store = str(tmp_path / "h.sqlite")
+    with open_store(store) as s:
+        s.ingest((f"{i}.json", d) for i, d in enumerate(series_docs(levels((4, 100.0)))))  # 2026-09
+    code, out = run(capsys, "history", "prune", "--older-than", "100000", "--store", store)
+    assert code == 0 and "0 run(s) finished before" in out
+    code, out = run(capsys, "history", "prune", "--older-than", "0", "--store", store, "--json")
+    assert json.loads(out)["forgotten"] == 4
+
+
 def test_series_of_an_unknown_cell_or_series_says_what_exists(tmp_path, capsys):
     store = str(tmp_path / "h.sqlite")
     with open_store(store) as s:
@@ -91,8 +142,8 @@ def test_series_of_an_unknown_cell_or_series_says_what_exists(tmp_path, capsys):
 
 
 def tonight(tmp_path, values, **changes):
+    (tmp_path / "h.sqlite").unlink(missing_ok=True)
     with open_store(tmp_path / "h.sqlite") as store:
-        store.rebuild(tmp_path / "none")
         store.ingest((f"{i}.json", d) for i, d in enumerate(series_docs(values, **changes)))
         return {k: [c.series for c in v] for k, v in trends.tonight(store, CELL).items()}
 

@@ -72,34 +72,44 @@ def main_series(names: Sequence[tuple[str, bool]]) -> str | None:
     return ordered[0][0] if ordered else None
 
 
-def sparklines(store, cells: Sequence[str]) -> dict[str, str]:
-    """cell -> its main series' sparkline, change points marked (cells without runs left out)."""
+def _main(store, cell: str, lab: str | None):
+    """A cell's main series in one lab's runs (None: the lab of its newest run): (series,
+    higher is better, points, lab) or None when the cell has no runs there."""
+    lab = lab or store.latest_lab(cell)
+    found = store.cell_series(cell, lab=lab) if lab else {}
+    series = main_series([(name, higher) for (_, name), (higher, _) in found.items()])
+    if series is None:
+        return None
+    higher, points = found[(lab, series)]
+    return series, higher, points, lab
+
+
+def sparklines(store, cells: Sequence[str], lab: str | None = None) -> dict[str, str]:
+    """cell -> its main series' sparkline in one lab's runs (None: each cell's newest run's lab),
+    change points marked (cells without runs left out)."""
     out = {}
     for cell in cells:
-        names = store.series_names(cell)
-        series = main_series(names)
-        if series is None:
+        main = _main(store, cell, lab)
+        if main is None:
             continue
-        points = store.series(cell, series)
-        found = trends.found(cell, series, dict(names)[series], points)
+        series, higher, points, run_lab = main
+        found = trends.found(cell, series, higher, points, run_lab)
         index = {p.run_id: i for i, p in enumerate(points)}
         last = f"{points[-1].value:g}" if points else "-"
-        title = f"{series}: {len(points)} night(s), latest {last}" + "".join(
+        title = f"{series} ({run_lab}): {len(points)} night(s), latest {last}" + "".join(
             f"; {c.finished[:10]} {c.change_pct:+.1f}%" for c in found
         )
         out[cell] = sparkline([p.value for p in points], [index[c.run_id] for c in found], title)
     return out
 
 
-def charts(store, cells: Sequence[str]) -> list[str]:
-    """Each cell's main series as a chart with its change points."""
+def charts(store, cells: Sequence[str], lab: str | None = None) -> list[str]:
+    """Each cell's main series (one lab's, as `sparklines`) as a chart with its change points."""
     out = []
     for cell in cells:
-        names = store.series_names(cell)
-        series = main_series(names)
-        if series is not None:
-            points = store.series(cell, series)
-            out.append(
-                series_chart(cell, series, points, trends.found(cell, series, dict(names)[series], points))
-            )
+        main = _main(store, cell, lab)
+        if main is not None:
+            series, higher, points, run_lab = main
+            found = trends.found(cell, series, higher, points, run_lab)
+            out.append(series_chart(f"{cell} ({run_lab})", series, points, found))
     return out

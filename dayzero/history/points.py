@@ -24,6 +24,7 @@ FOLLOWED = (
     "median_tpot_ms",
 )
 FACTS = ("engine", "recipe", "harness", "hosts", "driver", "weights")
+UNNAMED_LAB = "unnamed"  # the lab of evidence from an inventory that names none (and of older evidence)
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,24 @@ class Run:
 
     cell: str
     run_id: str
+    lab: str  # the inventory's `lab:`, else UNNAMED_LAB: a series is per lab
+    controller: str
     finished: str  # ISO time the run ended: the order of a series
     source: str
     vendor: str | None  # the vendor of accepted submission evidence, else None
     verdict: str
     facts: dict[str, str]
     points: tuple[Point, ...]
+
+    @property
+    def uid(self) -> str:
+        """Globally unique with the cell: the controller that ran it and its run id there (two
+        labs' nights of one cell in the same second are two runs)."""
+        return uid(self.controller, self.run_id)
+
+
+def uid(controller: str, run_id: str) -> str:
+    return f"{controller}/{run_id}"
 
 
 def _workload(check_name: str) -> str:
@@ -96,11 +109,17 @@ def facts(doc: dict) -> dict[str, str]:
     }
 
 
+def lab_of(doc: dict) -> str:
+    return doc["run"].get("lab") or UNNAMED_LAB
+
+
 def read(doc: dict) -> Run:
     sub = doc.get("submission") or {}
     return Run(
         cell=doc["cell"],
         run_id=doc["run"]["id"],
+        lab=lab_of(doc),
+        controller=doc["run"]["controller"],
         finished=doc["run"]["finished"],
         source=doc.get("source", "dayzero"),
         vendor=sub.get("vendor") if sub else None,

@@ -1,12 +1,16 @@
-"""The results store: every cell's evidence across nights, in SQLite or PostgreSQL, one schema.
+"""The results store: every cell's evidence across nights and labs, in SQLite or PostgreSQL.
 
-SQLite (a file under the reports root, nothing to start) is the default; a lab whose
-controllers share one database gives a PostgreSQL DSN (`postgresql://...`, psycopg 3, from the
-'history' extra). The schema is a numbered list of migrations applied in order and recorded in
-`schema_migrations`; both databases run the same SQL, only the parameter marker differs.
+SQLite (a file under the reports root, nothing to start) is the default; labs whose controllers
+share one database give a PostgreSQL DSN (`postgresql://...`, psycopg 3, from the 'history'
+extra). The schema is a numbered list of migrations applied in order, under a lock, and recorded
+in `schema_migrations`; both databases run the same SQL, only the parameter marker and the bulk
+load differ.
 
-Ingest is idempotent by run: a (cell, run id) already stored is replaced, never doubled. The
-evidence JSON is the source of truth: `rebuild` empties the store and ingests a folder again.
+A run is keyed by its cell and a globally unique id, the controller that ran it and its run id
+there (`points.uid`), and belongs to a **lab**: a series is one lab's unless asked across labs.
+Ingest is one transaction and idempotent (the same night twice is one night; a run again replaces
+itself). The evidence JSON is the source of truth: `replace` deletes a scope (a lab, a time range)
+and ingests again, and refuses to delete a run it is not given again.
 """
 
 from __future__ import annotations
@@ -14,15 +18,25 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dayzero import evidence
 from dayzero.errors import DayzeroError
-from dayzero.history.points import Run, read
+from dayzero.history import sources
+from dayzero.history.points import UNNAMED_LAB, Run, read
 
 DEFAULT_FILE = "history.sqlite"
+ACROSS_LABS = "*"  # as a lab: every lab's runs in one series
+
+_RUN_COLUMNS = "uid, cell, lab, controller, run_id, finished, source, vendor, verdict, facts, path"
+_RUNS = """(
+    uid TEXT NOT NULL, cell TEXT NOT NULL, lab TEXT NOT NULL, controller TEXT NOT NULL,
+    run_id TEXT NOT NULL, finished TEXT NOT NULL, source TEXT NOT NULL, vendor TEXT,
+    verdict TEXT NOT NULL, facts TEXT NOT NULL, path TEXT NOT NULL"""
+_POINTS = """(
+    uid TEXT NOT NULL, cell TEXT NOT NULL, series TEXT NOT NULL,
+    value DOUBLE PRECISION NOT NULL, higher_is_better INTEGER NOT NULL"""
 
 MIGRATIONS = (
     # 1: runs (one per cell run, its facts as JSON text) and their points (one per series)
@@ -40,6 +54,25 @@ MIGRATIONS = (
     ),
     # 2: a cell's runs in time order, for its series and the nightly report
     ("CREATE INDEX runs_finished ON runs (cell, finished)",),
+    # 3: runs of many labs: keyed by (uid, cell), uid = controller/run id (two controllers' runs in
+    # one second were one); a lab per run. Runs of schema 2 have no controller recorded: uid
+    # '/run id', lab 'unnamed', until their evidence is ingested again (it replaces them).
+    (
+        f"CREATE TABLE runs_v3 {_RUNS}, PRIMARY KEY (uid, cell))",
+        f"INSERT INTO runs_v3 ({_RUN_COLUMNS}) SELECT '/' || run_id, cell, '{UNNAMED_LAB}', '', run_id,"
+        " finished, source, vendor, verdict, facts, path FROM runs",
+        f"""CREATE TABLE points_v3 {_POINTS}, PRIMARY KEY (uid, cell, series),
+            FOREIGN KEY (uid, cell) REFERENCES runs_v3 (uid, cell) ON DELETE CASCADE)""",
+        "INSERT INTO points_v3 (uid, cell, series, value, higher_is_better)"
+        " SELECT '/' || run_id, cell, series, value, higher_is_better FROM points",
+        "DROP TABLE points",
+        "DROP TABLE runs",
+        "ALTER TABLE runs_v3 RENAME TO runs",
+        "ALTER TABLE points_v3 RENAME TO points",
+        "CREATE INDEX points_series_v3 ON points (cell, series)",
+        "CREATE INDEX runs_lab_finished ON runs (cell, lab, finished)",
+        "CREATE INDEX runs_finished_v3 ON runs (finished)",
+    ),
 )
 
 
@@ -50,13 +83,42 @@ class SeriesPoint:
     value: float
     vendor: str | None
     facts: dict[str, str]
+    lab: str = UNNAMED_LAB
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which stored runs a rebuild replaces or a retention forgets: a lab (None: every lab) and
+    finished times in [since, until) (ISO, UTC; empty: unbounded)."""
+
+    lab: str | None = None
+    since: str = ""
+    until: str = ""
+
+    def where(self, alias: str = "") -> tuple[str, tuple]:
+        a = f"{alias}." if alias else ""
+        clauses, params = ["1 = 1"], []
+        bounds = (
+            (f"{a}lab = ?", self.lab),
+            (f"{a}finished >= ?", self.since),
+            (f"{a}finished < ?", self.until),
+        )
+        for sql, value in bounds:
+            if value:
+                clauses.append(sql)
+                params.append(value)
+        return " AND ".join(clauses), tuple(params)
+
+
+class Refused(DayzeroError):
+    """A rebuild would delete runs it is not given again: nothing was changed."""
 
 
 class Store:
     """One connection to the history, its schema brought up to date on opening."""
 
-    def __init__(self, conn, marker: str, where: str):
-        self.conn, self.marker, self.where = conn, marker, where
+    def __init__(self, conn, marker: str, where: str, postgres: bool = False):
+        self.conn, self.marker, self.where, self.postgres = conn, marker, where, postgres
         self._migrate()
 
     def _sql(self, sql: str) -> str:
@@ -67,80 +129,190 @@ class Store:
         cur.execute(self._sql(sql), params)
         return cur
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction, holding the write lock from its start (SQLite's BEGIN IMMEDIATE: two
+        writers queue instead of failing half way); rolled back on any error."""
+        if self.postgres:
+            with self.conn.transaction():
+                yield
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
     def _migrate(self) -> None:
-        self._execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
-        done = {row[0] for row in self._execute("SELECT version FROM schema_migrations").fetchall()}
-        for version, statements in enumerate(MIGRATIONS, start=1):
-            if version in done:
-                continue
-            for statement in statements:
-                self._execute(statement)
-            self._execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
-        self.conn.commit()
+        with self._transaction():
+            if self.postgres:  # two controllers opening a new store at once: one migrates
+                self._execute("SELECT pg_advisory_xact_lock(43043)")
+            self._execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
+            done = {row[0] for row in self._execute("SELECT version FROM schema_migrations").fetchall()}
+            for version, statements in enumerate(MIGRATIONS, start=1):
+                if version in done:
+                    continue
+                for statement in statements:
+                    self._execute(statement)
+                self._execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
 
     @property
     def version(self) -> int:
         return self._execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
 
+    # --- writing ------------------------------------------------------------------------------
+
     def ingest(self, docs: Iterable[tuple[Path | str, dict]]) -> int:
-        """Store each (path, evidence document); one transaction. Returns how many runs."""
-        count = 0
-        with self._pipeline():
-            for path, doc in docs:
-                self._put(read(doc), str(path))
-                count += 1
-        self.conn.commit()
-        return count
+        """Store each (path, evidence document) in one transaction (documents the caller has
+        validated); a run stored before is replaced. Returns how many runs."""
+        return self.put([(path, read(doc)) for path, doc in docs])
 
-    def _pipeline(self):
-        """PostgreSQL's pipeline mode: statements sent without waiting for each answer (a round
-        trip per statement made a year of nights 46 s); SQLite is in-process and needs none."""
-        pipeline = getattr(self.conn, "pipeline", None)
-        return pipeline() if pipeline else contextlib.nullcontext()
+    def ingest_folder(self, *folders: Path | str, jobs: int | None = None) -> int:
+        """Every evidence document under the folders (a night, or a folder of nights), each file
+        validated once; a folder that does not exist or holds no evidence is refused."""
+        return self.put(sources.read_files(sources.evidence_files(folders), jobs))
 
-    def _put(self, run: Run, path: str) -> None:
-        key = (run.cell, run.run_id)
-        self._execute("DELETE FROM points WHERE cell = ? AND run_id = ?", key)
-        self._execute("DELETE FROM runs WHERE cell = ? AND run_id = ?", key)
-        self._execute(
-            "INSERT INTO runs (cell, run_id, finished, source, vendor, verdict, facts, path)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    def rebuild(
+        self,
+        *folders: Path | str,
+        scope: Scope | None = None,
+        drop_missing: bool = False,
+        jobs: int | None = None,
+    ) -> int:
+        """The runs in `scope` (default: every run) made again from the evidence under the folders,
+        in one transaction; refused if a run in the scope has no evidence there (`put`)."""
+        runs = sources.read_files(sources.evidence_files(folders), jobs)
+        return self.put(runs, scope or Scope(), drop_missing)
+
+    def put(
+        self, runs: Sequence[tuple[Path | str, Run]], scope: Scope | None = None, drop_missing: bool = False
+    ) -> int:
+        """Store `runs` in one transaction; with a `scope`, first delete the stored runs in it.
+        Refuses (`Refused`, nothing changed) when a run in the scope is not among `runs`, unless
+        `drop_missing`: a rebuild deletes only what it is given again. Returns how many runs."""
+        unique = {(r.uid, r.cell): (path, r) for path, r in runs}  # one night in two folders is one
+        runs = [unique[k] for k in sorted(unique)]  # one lock order for every writer
+        for attempt in range(3):
+            try:
+                with self._transaction():
+                    self._load(runs)
+                    if scope is not None:
+                        self._delete_scope(scope, drop_missing)
+                    self._merge()
+                return len(runs)
+            except Exception as exc:  # a deadlock between two PostgreSQL writers: the loser retries
+                if attempt == 2 or type(exc).__name__ not in ("DeadlockDetected", "SerializationFailure"):
+                    raise
+        return len(runs)
+
+    def _load(self, runs: Sequence[tuple[Path | str, Run]]) -> None:
+        """The incoming runs and points into temporary tables (this connection's own)."""
+        self._execute(f"CREATE TEMP TABLE IF NOT EXISTS incoming_runs {_RUNS})")
+        self._execute(f"CREATE TEMP TABLE IF NOT EXISTS incoming_points {_POINTS})")
+        self._execute("DELETE FROM incoming_runs")
+        self._execute("DELETE FROM incoming_points")
+        run_rows = [
             (
-                *key,
-                run.finished,
-                run.source,
-                run.vendor,
-                run.verdict,
-                json.dumps(run.facts, sort_keys=True),
-                path,
-            ),
-        )
-        rows = [(*key, p.series, p.value, int(p.higher_is_better)) for p in run.points]
-        if rows:
-            cur = self.conn.cursor()
-            cur.executemany(
-                self._sql(
-                    "INSERT INTO points (cell, run_id, series, value, higher_is_better)"
-                    " VALUES (?, ?, ?, ?, ?)"
-                ),
-                rows,
+                r.uid,
+                r.cell,
+                r.lab,
+                r.controller,
+                r.run_id,
+                r.finished,
+                r.source,
+                r.vendor,
+                r.verdict,
+                json.dumps(r.facts, sort_keys=True),
+                str(path),
             )
+            for path, r in runs
+        ]
+        point_rows = [
+            (r.uid, r.cell, p.series, p.value, int(p.higher_is_better)) for _, r in runs for p in r.points
+        ]
+        self._bulk("incoming_runs", _RUN_COLUMNS, run_rows)
+        self._bulk("incoming_points", "uid, cell, series, value, higher_is_better", point_rows)
 
-    def ingest_folder(self, root: Path) -> int:
-        """Every evidence document under `root`: a night (`root/evidence`) or a folder of nights."""
-        root = Path(root)
-        folders = sorted({p.parent.parent for p in root.rglob(f"{evidence.EVIDENCE_DIR}/*.json")})
-        return sum(self.ingest(evidence.iter_evidence(folder)) for folder in folders)
+    def _bulk(self, table: str, columns: str, rows: list[tuple]) -> None:
+        """PostgreSQL's COPY (a round trip per row made a year of nights minutes); SQLite is in
+        process, its executemany as fast."""
+        cur = self.conn.cursor()
+        if self.postgres:
+            with cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        marks = ", ".join("?" * (columns.count(",") + 1))
+        cur.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
 
-    def rebuild(self, root: Path) -> int:
-        """The store again from the evidence: emptied, then every document under `root` ingested."""
-        self._execute("DELETE FROM points")
-        self._execute("DELETE FROM runs")
-        self.conn.commit()
-        return self.ingest_folder(root)
+    def _delete_scope(self, scope: Scope, drop_missing: bool) -> None:
+        where, params = scope.where("r")
+        missing = self._execute(
+            f"SELECT r.cell, r.lab, r.run_id, r.path FROM runs r WHERE {where} AND NOT EXISTS"
+            " (SELECT 1 FROM incoming_runs i WHERE i.cell = r.cell"
+            " AND (i.uid = r.uid OR '/' || i.run_id = r.uid)) ORDER BY r.finished",
+            params,
+        ).fetchall()
+        if missing and not drop_missing:
+            first = missing[0]
+            raise Refused(
+                f"refused: {len(missing)} stored run(s) in the scope are not in the evidence given "
+                f"(first: {first[0]} run {first[2]} of lab {first[1]}, from {first[3]}); nothing changed. "
+                "Give their folders too, narrow the scope (--lab, --since, --until), or forget them "
+                "on purpose (--drop-missing)"
+            )
+        self._execute(f"DELETE FROM runs WHERE {scope.where()[0]}", params)
+
+    def _merge(self) -> None:
+        """The incoming runs over the stored ones: their points replaced, a run of schema 2 (no
+        controller) replaced by the same run ingested again."""
+        self._execute(
+            "DELETE FROM runs WHERE controller = '' AND uid IN (SELECT '/' || run_id FROM incoming_runs)"
+        )
+        self._execute("DELETE FROM points WHERE (uid, cell) IN (SELECT uid, cell FROM incoming_runs)")
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS.split(", ")[2:])
+        self._execute(
+            f"INSERT INTO runs ({_RUN_COLUMNS}) SELECT {_RUN_COLUMNS} FROM incoming_runs WHERE 1 = 1"
+            f" ORDER BY uid, cell ON CONFLICT (uid, cell) DO UPDATE SET {updates}"
+        )
+        self._execute(
+            "INSERT INTO points (uid, cell, series, value, higher_is_better)"
+            " SELECT uid, cell, series, value, higher_is_better FROM incoming_points WHERE 1 = 1"
+            " ORDER BY uid, cell, series ON CONFLICT (uid, cell, series)"
+            " DO UPDATE SET value = excluded.value, higher_is_better = excluded.higher_is_better"
+        )
+
+    def forget(self, scope: Scope) -> int:
+        """Retention: delete the stored runs in `scope` (their evidence stays where it is)."""
+        where, params = scope.where()
+        with self._transaction():
+            return self._execute(f"DELETE FROM runs WHERE {where}", params).rowcount
+
+    # --- reading ------------------------------------------------------------------------------
 
     def cells(self) -> list[str]:
         return [r[0] for r in self._execute("SELECT DISTINCT cell FROM runs ORDER BY cell").fetchall()]
+
+    def labs(self, cell: str | None = None) -> list[str]:
+        """The labs with runs (of `cell`), in name order."""
+        sql, params = (
+            ("SELECT DISTINCT lab FROM runs", ())
+            if cell is None
+            else (
+                "SELECT DISTINCT lab FROM runs WHERE cell = ?",
+                (cell,),
+            )
+        )
+        return [r[0] for r in self._execute(sql + " ORDER BY lab", params).fetchall()]
+
+    def latest_lab(self, cell: str) -> str | None:
+        """The lab of the cell's newest run (a picture drawn without a lab named is of it)."""
+        row = self._execute(
+            "SELECT lab FROM runs WHERE cell = ? ORDER BY finished DESC, uid DESC LIMIT 1", (cell,)
+        ).fetchone()
+        return row[0] if row else None
 
     def series_names(self, cell: str) -> list[tuple[str, bool]]:
         rows = self._execute(
@@ -148,26 +320,59 @@ class Store:
         ).fetchall()
         return [(r[0], bool(r[1])) for r in rows]
 
-    def series(self, cell: str, series: str, vendor: bool = False) -> list[SeriesPoint]:
-        """One series in time order: the lab's own runs, or with `vendor` accepted vendor runs too."""
-        rows = self._execute(
-            "SELECT r.run_id, r.finished, p.value, r.vendor, r.facts FROM points p"
-            " JOIN runs r ON r.cell = p.cell AND r.run_id = p.run_id"
-            " WHERE p.cell = ? AND p.series = ?"
-            + ("" if vendor else " AND r.vendor IS NULL")
-            + " ORDER BY r.finished, r.run_id",
-            (cell, series),
-        ).fetchall()
-        return [SeriesPoint(r[0], r[1], float(r[2]), r[3], json.loads(r[4])) for r in rows]
+    def series(
+        self, cell: str, series: str, vendor: bool = False, lab: str | None = None
+    ) -> list[SeriesPoint]:
+        """One series in time order: one lab's runs (None: the lab of the cell's newest run;
+        ACROSS_LABS: every lab's), its own or with `vendor` accepted vendor runs too."""
+        lab = lab or self.latest_lab(cell) or ACROSS_LABS
+        found = self.cell_series(cell, vendor=vendor, lab=lab)
+        return next((pts for (_, name), (_, pts) in found.items() if name == series), [])
 
-    def runs(self, cell: str) -> list[dict]:
+    def cell_series(
+        self, cell: str, vendor: bool = False, lab: str | None = None
+    ) -> dict[tuple[str, str], tuple[bool, list[SeriesPoint]]]:
+        """Every series of a cell in one query: (lab, series) -> (higher is better, points in time
+        order). `lab` None: each lab's series apart; a lab: its own only; ACROSS_LABS: the labs'
+        runs in one series each (the key's lab is ACROSS_LABS)."""
+        clauses, params = ["p.cell = ?"], [cell]
+        if lab not in (None, ACROSS_LABS):
+            clauses.append("r.lab = ?")
+            params.append(lab)
+        if not vendor:
+            clauses.append("r.vendor IS NULL")
         rows = self._execute(
-            "SELECT run_id, finished, source, vendor, verdict, path FROM runs"
-            " WHERE cell = ? ORDER BY finished, run_id",
-            (cell,),
+            "SELECT r.lab, p.series, p.higher_is_better, r.run_id, r.finished, p.value, r.vendor, r.facts"
+            " FROM points p JOIN runs r ON r.uid = p.uid AND r.cell = p.cell WHERE "
+            + " AND ".join(clauses)
+            + " ORDER BY p.series, r.finished, r.uid",
+            tuple(params),
         ).fetchall()
-        keys = ("run_id", "finished", "source", "vendor", "verdict", "path")
+        facts: dict[str, dict] = {}  # a run's facts text, parsed once for all its series
+        out: dict[tuple[str, str], tuple[bool, list[SeriesPoint]]] = {}
+        for run_lab, name, higher, run_id, finished, value, vendor_name, text in rows:
+            key = (ACROSS_LABS if lab == ACROSS_LABS else run_lab, name)
+            out.setdefault(key, (bool(higher), []))
+            parsed = facts.get(text)
+            if parsed is None:
+                parsed = facts[text] = json.loads(text)
+            out[key][1].append(SeriesPoint(run_id, finished, float(value), vendor_name, parsed, run_lab))
+        return out
+
+    def runs(self, cell: str, lab: str = ACROSS_LABS) -> list[dict]:
+        clauses, params = "cell = ?", (cell,)
+        if lab != ACROSS_LABS:
+            clauses, params = "cell = ? AND lab = ?", (cell, lab)
+        rows = self._execute(
+            "SELECT run_id, lab, controller, finished, source, vendor, verdict, path FROM runs"
+            f" WHERE {clauses} ORDER BY finished, uid",
+            params,
+        ).fetchall()
+        keys = ("run_id", "lab", "controller", "finished", "source", "vendor", "verdict", "path")
         return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def count(self) -> int:
+        return self._execute("SELECT COUNT(*) FROM runs").fetchone()[0]
 
     def close(self) -> None:
         self.conn.close()
@@ -191,11 +396,11 @@ def open_store(target: str | Path) -> Store:
                 "pip install 'dayzero[history]' (tools/setup installs it)"
             ) from None
         try:
-            return Store(psycopg.connect(text), "%s", text.split("@")[-1])
+            return Store(psycopg.connect(text), "%s", text.split("@")[-1], postgres=True)
         except psycopg.OperationalError as exc:
             raise DayzeroError(f"history store {text.split('@')[-1]}: {str(exc).strip()}") from None
     path = Path(text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path)
+    conn = sqlite3.connect(path, timeout=300, isolation_level=None)  # transactions are ours (_transaction)
     conn.execute("PRAGMA foreign_keys = ON")
     return Store(conn, "?", str(path))

@@ -10,9 +10,11 @@ latency). For the night just ingested, each series' regressions are:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from dayzero.history import changes
+from dayzero.history.points import UNNAMED_LAB, lab_of
 from dayzero.history.store import SeriesPoint, Store
 
 
@@ -20,6 +22,7 @@ from dayzero.history.store import SeriesPoint, Store
 class SeriesChange:
     cell: str
     series: str
+    lab: str  # the lab whose series it is (store.ACROSS_LABS: every lab's runs in one series)
     run_id: str  # the first run at the new level
     finished: str
     before: float
@@ -48,8 +51,10 @@ class SeriesChange:
         }
 
 
-def found(cell: str, series: str, higher: bool, points: list[SeriesPoint]) -> list[SeriesChange]:
-    """The change points of one series, attributed."""
+def found(
+    cell: str, series: str, higher: bool, points: list[SeriesPoint], lab: str = UNNAMED_LAB
+) -> list[SeriesChange]:
+    """The change points of one series (of one lab), attributed."""
     facts = [p.facts for p in points]
     changed = [i for i in range(1, len(facts)) if facts[i] != facts[i - 1]]
     out = []
@@ -59,6 +64,7 @@ def found(cell: str, series: str, higher: bool, points: list[SeriesPoint]) -> li
             SeriesChange(
                 cell,
                 series,
+                lab,
                 at.run_id,
                 at.finished,
                 round(cp.before, 6),
@@ -72,21 +78,26 @@ def found(cell: str, series: str, higher: bool, points: list[SeriesPoint]) -> li
     return out
 
 
-def cell_changes(store: Store, cell: str, since: str = "", vendor: bool = False) -> list[SeriesChange]:
-    """Every change point of a cell's series whose night is on or after `since` (ISO date)."""
+def cell_changes(
+    store: Store, cell: str, since: str = "", vendor: bool = False, lab: str | None = None
+) -> list[SeriesChange]:
+    """Every change point of a cell's series whose night is on or after `since` (ISO date): each
+    lab's series apart (`lab` None), one lab's, or every lab's runs as one (ACROSS_LABS)."""
     out = []
-    for series, higher in store.series_names(cell):
-        points = store.series(cell, series, vendor=vendor)
-        out += [c for c in found(cell, series, higher, points) if c.finished >= since]
+    for (run_lab, series), (higher, points) in store.cell_series(cell, vendor=vendor, lab=lab).items():
+        out += [c for c in found(cell, series, higher, points, run_lab) if c.finished >= since]
     return out
 
 
-def tonight(store: Store, cell: str) -> dict[str, list[SeriesChange]]:
-    """The cell's regressions as of its newest run: new, persisting, recovered (see the module)."""
+def tonight(store: Store, cell: str, lab: str | None = None) -> dict[str, list[SeriesChange]]:
+    """The cell's regressions in one lab's series (None: the lab of its newest run) as of its
+    newest run there: new, persisting, recovered (see the module)."""
     out: dict[str, list[SeriesChange]] = {"new": [], "persist": [], "recovered": []}
-    for series, higher in store.series_names(cell):
-        points = store.series(cell, series)
-        now, before = found(cell, series, higher, points), found(cell, series, higher, points[:-1])
+    lab = lab or store.latest_lab(cell)
+    if lab is None:
+        return out
+    for (_, series), (higher, points) in store.cell_series(cell, lab=lab).items():
+        now, before = found(cell, series, higher, points, lab), found(cell, series, higher, points[:-1], lab)
         yesterday = {_night(c.run_id, points): back for c, back in _regressions(before)}
         for change, back in _regressions(now):
             night = _night(change.run_id, points)
@@ -114,18 +125,20 @@ def _recovers(regression: SeriesChange, later: SeriesChange) -> bool:
 
 
 def night(target, night_dir, cells) -> dict:
-    """Ingest one night into the store and word its cells' regressions; what could not be done
-    (no 'history' extra, a store that does not answer) is said in the result, never raised: the
-    previous-night comparison still stands."""
+    """Ingest one night into the store and word its cells' regressions, each in its lab's series
+    (`cells`: cell -> its evidence document tonight, or cell ids: the lab of each cell's newest
+    run); what could not be done (no 'history' extra, a store that does not answer, a night with
+    no evidence) is said in the result, never raised: the previous-night comparison still stands."""
     from dayzero.errors import DayzeroError
     from dayzero.history.store import open_store
 
+    labs = {cell: lab_of(doc) for cell, doc in cells.items()} if isinstance(cells, Mapping) else {}
     try:
         with open_store(target) as store:
             store.ingest_folder(night_dir)
             words: dict[str, list] = {"new": [], "persist": [], "recovered": []}
             for cell in sorted(cells):
-                for word, found in tonight(store, cell).items():
+                for word, found in tonight(store, cell, labs.get(cell)).items():
                     words[word] += [c.to_json() for c in found]
             return {"store": store.where, **words}
     except DayzeroError as exc:

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import secrets
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from dayzero.clock import moment
 from dayzero.history import trends
 from dayzero.history.levels import direction, levels
 from dayzero.history.pictures import sparklines
+from dayzero.history.points import lab_of
 from dayzero.history.store import open_store
 from dayzero.report import allure_build
 from dayzero.report.acceptance import write_acceptance
@@ -258,8 +260,10 @@ def draw_night(target, night_dir, matrix, cells: Sequence[str]) -> list[str]:
     the benchmark cards of the models that ran with each cell's series (the Allure report attaches
     the cards). Returns the files written."""
     models = sorted({c.split("/", 1)[0] for c in cells})
+    lab = next((lab_of(doc) for doc in cells.values()), None) if isinstance(cells, Mapping) else None
     with open_store(target) as store:
-        page = write_acceptance(matrix, night_dir, trends=sparklines(store, [c.id for c in matrix.cells]))
+        trends_of = sparklines(store, [c.id for c in matrix.cells], lab)  # this lab's series
+        page = write_acceptance(matrix, night_dir, trends=trends_of)
         return [str(page), *map(str, write_cards(matrix, night_dir, models, history=store))]
 
 
@@ -273,7 +277,8 @@ def run_nightly(args) -> int:
     cmd = pytest_command(args, night, baseline)
     print(f"[nightly] night {stamp}; previous: {baseline.name if baseline else 'none'}", file=sys.stderr)
     print(f"[nightly] {' '.join(cmd)}", file=sys.stderr)
-    env = {**os.environ, "DAYZERO_RUN_ID": f"nightly-{stamp}"}
+    # the second alone is not unique: two controllers (two labs) start from the same cron minute
+    env = {**os.environ, "DAYZERO_RUN_ID": f"nightly-{stamp}-{secrets.token_hex(4)}"}
     code = subprocess.run(cmd, cwd=args.suites_root, env=env).returncode
     result = compare_nights(baseline, night, args.band)
     store = getattr(args, "store", None) or root / STORE

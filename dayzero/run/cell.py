@@ -465,6 +465,7 @@ def write_evidence(ctx: RunContext, cell: Cell, run: CellRun, record_goldens: bo
             "controller": socket.gethostname(),
             "worker": ctx.worker,
             "harness_version": __version__,
+            **({"lab": ctx.inventory.lab} if ctx.inventory.lab else {}),
         },
         recipe=run.recipe,
         engine={"name": engine, "version": run.version, **engine_image(ctx, cell, run.held)},

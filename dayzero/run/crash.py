@@ -97,6 +97,7 @@ def reclaim(ctx: RunContext, cell: Cell, worker: str, started: str = "") -> Recl
             "controller": socket.gethostname(),
             "worker": worker,
             "harness_version": __version__,
+            **({"lab": ctx.inventory.lab} if ctx.inventory.lab else {}),
         },
         recipe=recipe_for(ctx, cell, leases) if leases else None,  # as the worker rendered it
         engine={"name": ctx.matrix.card(cell).engine.name, "version": "unknown"},

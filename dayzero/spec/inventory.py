@@ -103,6 +103,7 @@ class Inventory:
     ssh_config: Path | None = None
     secrets: tuple[str, ...] = field(default=(), repr=False)
     slurm: SlurmCluster | None = None
+    lab: str = ""  # the lab's name (`lab:`), carried into evidence; "" where the inventory names none
 
     def host(self, name: str) -> Host:
         for h in self.hosts:
@@ -244,4 +245,5 @@ def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Invent
         secrets=tuple(h.engine_setup for h in hosts if h.engine_setup)
         + (tuple(s for s in (slurm.setup, slurm.engine_setup) if s) if slurm else ()),
         slurm=slurm,
+        lab=data.get("lab", ""),
     )
