@@ -60,9 +60,9 @@ def test_claims_show_their_prerequisites_and_needs(cards):
 
 def test_the_fit_on_each_card_answers_for_its_kind(cards):
     fit = cards[("kimi-k3.1-pro", "b300")].fit
-    assert "weights at mxfp4 (4.25 bits): 1488 GB (the card's)" in fit
-    (kind,) = [line for line in fit if line.startswith("b300 (")]
-    assert "mxfp4 weights fit (1488 GB of 2304 GB), cache needs data" in kind
+    assert "weights at mxfp4 (4.25 bits): 1488 GB (the card's); experts only, the rest bf16" in fit
+    (kind,) = [line for line in fit if line.startswith("8 x b300 (")]
+    assert "mxfp4 weights fit (185.9 GB of 273.5 GB a rank), cache needs data" in kind  # TP8, per rank
     assert any("needs data: architecture.layers[0].kv_lora_rank (dsa)" in line for line in fit)
 
 

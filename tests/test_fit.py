@@ -36,6 +36,11 @@ def near(got: float, want: float, share: float = 0.05) -> bool:
     return abs(got - want) <= share * want
 
 
+def dtypes_of(card):
+    """The cache types the card's recipe sets, by its engine's own flags."""
+    return fit.cache_dtypes(card.raw["recipe"]["command"], fit.engine_memory(card.engine.name))
+
+
 def smollm(matrix, engine: str):
     card = matrix.engine_cards[("smollm2-135m", engine)]
     (weights,) = [f for f in card.model_files if f.role == "weights"]
@@ -62,7 +67,7 @@ def test_the_kv_cache_matches_what_llama_server_allocated(matrix):
     card, _ = smollm(matrix, "llama.cpp")
     arch = fit.architecture(card)
     assert sum(g.count for g in arch.layers) == layers
-    cache = fit.cache(arch, fit.cache_dtypes(card.raw["recipe"]["command"]))
+    cache = fit.cache(arch, dtypes_of(card))
     assert near(cache.bytes(cells, seqs), size_mib * 2**20)
 
 
@@ -76,7 +81,7 @@ def test_the_kv_cache_matches_what_sglang_allocated(matrix):
     )
     tokens, gib = int(m[2]), float(m[3]) + float(m[4])
     card, _ = smollm(matrix, "sglang")
-    dtypes = fit.cache_dtypes(card.raw["recipe"]["command"])
+    dtypes = dtypes_of(card)
     assert fit.DTYPE_BYTES[m[1]] == dtypes.kv_bytes  # bfloat16: "auto" is the bf16 weights' dtype
     got = fit.cache(fit.architecture(card), dtypes).bytes(tokens, 1)
     assert near(got, gib * 2**30)
@@ -85,7 +90,7 @@ def test_the_kv_cache_matches_what_sglang_allocated(matrix):
 def test_mla_and_kda_layers_size_their_cache_and_a_null_field_is_named(matrix):
     card = matrix.cards["kimi-k3.1-pro"]
     arch = fit.architecture(card)
-    dtypes = fit.cache_dtypes(card.raw["recipe"]["command"])
+    dtypes = dtypes_of(card)
     assert (dtypes.kv_bytes, dtypes.state_bytes) == (1.0, 2.0)  # fp8_e4m3, bfloat16
     unknown = fit.cache(arch, dtypes)
     assert unknown.bytes(8192, 1) is None
@@ -103,10 +108,10 @@ def test_mla_and_kda_layers_size_their_cache_and_a_null_field_is_named(matrix):
 def test_a_verdict_says_fits_weights_only_or_does_not_fit(matrix):
     card, _ = smollm(matrix, "llama.cpp")
     arch, p = fit.architecture(card), fit.PRECISIONS["q4_1"]
-    cache = fit.cache(arch, fit.CacheDtypes(2.0, 2.0, ""))
+    dtypes = fit.CacheDtypes(2.0, 2.0, 2.0, 2.0, "")
     weights = fit.weights_bytes(arch, p)
     words = [
-        fit.judge(fit.Target("m", mem, "m"), p, arch, cache, 8192, 1).word
+        fit.judge(fit.Target("m", mem, 1, "m"), p, arch, dtypes, 8192, 1, mem).word
         for mem in (weights * 10, weights * 1.1, weights * 0.5)
     ]
     assert words == ["fits", "weights only", "does not fit"]
@@ -130,10 +135,13 @@ def test_a_mac_mini_is_answered_with_numbers():
     )
     assert out.returncode == 0, out.stderr
     (line,) = [x for x in out.stdout.splitlines() if x.startswith("a 64 GB machine")]
-    assert "mxfp4 no: weights 1488 GB = 23.2x its memory" in line  # 2.8T x 4.25 bits
+    # 2.8T x 4.25 bits, against 64 GB less SGLang's own reserve (at least 10 GiB on a GPU over 60 GiB)
+    assert "mxfp4 no: weights 1488 GB a rank = 29.5x its usable 50.44 GB" in line
     assert "q2_k no: weights 918.8 GB" in line
-    assert "weights at mxfp4 (4.25 bits): 1488 GB (the card's)" in out.stdout
-    assert "b300 (1 node(s) x 8 x 288 GB = 2304 GB): mxfp4 weights fit" in out.stdout
+    assert "weights at mxfp4 (4.25 bits): 1488 GB (the card's); experts only, the rest bf16" in out.stdout
+    b300 = "8 x b300 (288 GB each, nominal), TP8, usable a rank 288 GB - 14.5 GB engine reserve: "
+    assert b300 in out.stdout
+    assert "mxfp4 weights fit (185.9 GB of 273.5 GB a rank)" in out.stdout
 
 
 def test_json_holds_every_verdict_and_the_missing_fields(capsys):

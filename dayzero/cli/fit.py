@@ -1,18 +1,22 @@
-"""`dayzero fit MODEL`: what fits where, before anyone rents a machine.
+"""`dayzero fit MODEL` (or `--config config.json`): what fits where, before anyone rents a machine.
 
 The weights at each precision (the card's own, the common community quantizations, or those
-asked for), the KV/state cache at the asked context lengths and concurrency from the card's
-`architecture:` section, against each hardware kind of the card (the nodes it places a replica
-on) and a machine of `--memory`. A field the card leaves null is answered "needs data", naming it.
-Each engine of the card is answered on its own (its weights file and cache dtypes differ).
+asked for), the KV/state cache at the asked context lengths and concurrency, one rank's share
+under the layout, against the memory the engine may use on each hardware kind of the card (the
+nodes it places a replica on) or each `--on` target (`h100`, `8xh200`, `mac=64GiB`), with the
+headroom left. A field the card leaves null is answered "needs data", naming it. Each engine of
+the card is answered on its own (its weights file, cache flags and reserve differ).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
+from dataclasses import replace
+from pathlib import Path
 
 from dayzero.errors import DayzeroError
-from dayzero.spec import fit
+from dayzero.spec import fit, hfconfig, sizing
 from dayzero.spec.matrix import load_matrix
 
 
@@ -22,7 +26,21 @@ def add(sub) -> None:
         help="weights at each precision and KV/state cache against each hardware kind's memory",
         description=__doc__,
     )
-    p.add_argument("model", help="a model of the matrix, e.g. kimi-k3.1-pro")
+    p.add_argument("model", nargs="?", help="a model of the matrix, e.g. kimi-k3.1-pro")
+    p.add_argument("--config", help="a Hugging Face config.json to size instead of a card (a file)")
+    p.add_argument("--engine", help="with --config: the engine whose cache flags and reserve apply (vllm)")
+    p.add_argument("--flags", default="", help="with --config: engine flags, e.g. '--kv-cache-dtype fp8'")
+    p.add_argument(
+        "--on",
+        action="append",
+        default=[],
+        help="a target (repeatable): KIND, COUNTxKIND or KIND=MEMORY, e.g. h100, 8xh200, mac=64GiB "
+        "(default: the card's kinds, the nodes it places a replica on)",
+    )
+    for flag, what in (("--tp", "tensor"), ("--ep", "expert"), ("--pp", "pipeline")):
+        p.add_argument(
+            flag, type=int, help=f"{what} parallel size (default: TP over a target's accelerators)"
+        )
     p.add_argument("--memory", help="a machine's memory to fit into, e.g. 64GB or 96GiB (a Mac Mini: 64GB)")
     p.add_argument(
         "--precision",
@@ -43,12 +61,65 @@ def add(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _layout(args) -> fit.Layout | None:
+    if not (args.tp or args.ep or args.pp):
+        return None
+    return fit.Layout(args.tp or 1, args.ep or 1, args.pp or 1)
+
+
+def _from_config(args, matrix) -> dict:
+    cfg = hfconfig.read(args.config)
+    arch = sizing.from_card(hfconfig.architecture(cfg, args.config))
+    targets = [fit.parse_on(t, matrix.hardware) for t in args.on]
+    if args.memory:
+        memory = fit.parse_memory(args.memory)
+        targets.insert(0, fit.Target("machine", memory, 1, f"a {memory / fit.GB:.4g} GB machine"))
+    if not targets:
+        raise DayzeroError("--config: name what to fit into: --on KIND (--on h100, --on 8xh200) or --memory")
+    if layout := _layout(args):
+        targets = [replace(t, layout=layout) for t in targets]
+    got = fit.plan_arch(
+        _name(Path(args.config)),
+        arch,
+        targets,
+        memory=fit.engine_memory(args.engine),
+        argv=shlex.split(args.flags),
+        precisions=args.precision or ["bf16", "fp8"],
+        contexts=args.context,
+        concurrency=args.concurrency,
+    )
+    return {args.engine or "any engine": got}
+
+
+def _name(path: Path) -> str:
+    """A config's model: its folder's name for a checkpoint's `config.json`, else the file's stem."""
+    return path.resolve().parent.name if path.stem == "config" else path.stem
+
+
 def run(args) -> int:
     matrix = load_matrix(args.matrix)
+    if args.config:
+        out = _from_config(args, matrix)
+    elif not args.model:
+        raise DayzeroError("name a model of the matrix or give --config config.json")
+    else:
+        out = _from_card(args, matrix)
+    if args.json:
+        print(json.dumps({engine: fit.to_json(f) for engine, f in out.items()}, indent=2))
+        return 0
+    for i, (engine, f) in enumerate(out.items()):
+        if len(out) > 1 or args.config:
+            print(f"{'' if i == 0 else chr(10)}[engine {engine}]")
+        print("\n".join(fit.lines(f)))
+    return 0
+
+
+def _from_card(args, matrix) -> dict:
     cards = [(engine, card) for (model, engine), card in matrix.engine_cards.items() if model == args.model]
     if not cards:
         raise DayzeroError(f"unknown model {args.model!r} (models: {', '.join(sorted(matrix.cards))})")
     memory = fit.parse_memory(args.memory) if args.memory else None
+    on = [fit.parse_on(t, matrix.hardware) for t in args.on]
     out = {}
     for engine, card in cards:
         got = fit.plan(
@@ -58,15 +129,10 @@ def run(args) -> int:
             contexts=args.context,
             concurrency=args.concurrency,
             memory=memory,
+            on=on,
+            layout=_layout(args),
         )
         if got is None:
             raise DayzeroError(f"{card.path}: no architecture: section (parameters, layers): nothing to size")
         out[engine] = got
-    if args.json:
-        print(json.dumps({engine: fit.to_json(f) for engine, f in out.items()}, indent=2))
-        return 0
-    for i, (engine, f) in enumerate(out.items()):
-        if len(out) > 1:
-            print(f"{'' if i == 0 else chr(10)}[engine {engine}]")
-        print("\n".join(fit.lines(f)))
-    return 0
+    return out

@@ -17,6 +17,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
+from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals
 
 # Run in an engine's virtualenv by `dayzero lint`: argparse parsers read there (SGLang's, vLLM's).
@@ -91,6 +92,8 @@ class Engine:
     # It returns them with tool calls too (a call / no-call near-tie is then judged by them); off
     # where asking for them changes the answer (llama-server: 0 of 6 calls with them, 3 of 6 without).
     logprobs_with_tools: bool = True
+    # The flags setting its cache's element types and its share of device memory (`dayzero fit`).
+    memory: EngineMemory = EngineMemory()
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         """This launch serves /metrics (read around every phase)."""

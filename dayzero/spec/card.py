@@ -698,6 +698,18 @@ def _engine(path: Path | None, data: Mapping) -> Engine:
     return engine
 
 
+def _mamba_ratio(data: Mapping[str, Any]) -> dict:
+    """The card's `mamba_ratio` inputs, the state and KV sizes it leaves null taken from `fit`
+    (its architecture at the recipe's cache flags), never copied by hand."""
+    given = dict(data.get("mamba_ratio") or {})
+    if not given:
+        return given
+    from dayzero.spec.fit import mamba_geometry  # fit sizes cards: imported here, not at the top
+
+    sized = mamba_geometry(data, data["engine"].get("name"))
+    return {**given, **{k: v for k, v in sized.items() if given.get(k) is None}}
+
+
 def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
     """A card from its file's data (already valid against the `model_card` schema)."""
     modes = {
@@ -717,7 +729,7 @@ def parse(path: Path | None, data: Mapping[str, Any]) -> ModelCard:
         source=data.get("source"),
         weights=data.get("weights"),
         vars=dict(data.get("vars") or {}),
-        mamba_ratio=dict(data.get("mamba_ratio") or {}),
+        mamba_ratio=_mamba_ratio(data),
         hardware={
             name: Placement(h.get("nodes", 1), h.get("image"), h.get("vars") or {})
             for name, h in (data.get("hardware") or {}).items()

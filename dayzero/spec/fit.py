@@ -1,154 +1,51 @@
-"""What fits where: a model's weights at each precision and its cache, against a machine's memory.
+"""What fits where: one rank's weights and cache against the memory the engine may use there.
 
-Pure arithmetic from the card's `architecture:` section. Weights: every parameter (a MoE holds
-all its experts) at a precision's bits, the output head at the wider type quantizers keep it in.
-Cache: per token for attention layers (K and V per KV head; MLA's compressed latent and rope key;
-DSA's indexer key besides), per sequence for linear-attention layers (KDA's recurrent state), at
-the cache dtypes the card's recipe sets. A field the card leaves null is never guessed: the
-answer says "needs data" and names it. Memory is per hardware kind as the catalogue states it
-(times the accelerators of the nodes the card places a replica on), or a machine given in bytes.
+From a card's `architecture:` section (or a config.json read by `hfconfig`), sized by `sizing`:
+weights at each precision with the parts it keeps wide, KV per token (sliding-window layers
+capped at the window), recurrent state per sequence (Mamba-1, Mamba-2, KDA), all per rank under
+the layout (TP shards heads, experts and vocabulary; an MLA latent is held whole by every rank).
+The cache types come from the engine's own flags in the recipe's command (`Engine.memory`).
+Usable memory is the device's real capacity (the catalogue's `capacity_mib`, else its nominal
+`memory_gb`) times a Mac's GPU working set, less the engine's default reserve (vLLM's
+`--gpu-memory-utilization`, SGLang's own formula); each verdict states the headroom left.
+A field the card leaves null is never guessed: the answer says "needs data" and names it.
 Sizes are in GB (1e9 bytes), as accelerator memory is sold.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
+from dayzero import engines
+from dayzero.engines.memory import EngineMemory
 from dayzero.errors import DayzeroError
 from dayzero.spec.card import ModelCard
+from dayzero.spec.sizing import (
+    DTYPE_BYTES,
+    PRECISIONS,
+    Architecture,
+    Cache,
+    CacheDtypes,
+    Layers,
+    Layout,
+    Precision,
+    cache,
+    dtype_bytes,
+    from_card,
+    weights_bytes,
+)
 
-GGML = "ggml-common.h block layouts (bytes per block / weights per block x 8)"
-MX = "OCP Microscaling Formats (MX) v1.0: 32 elements share one 8-bit E8M0 scale"
-
-
-@dataclass(frozen=True)
-class Precision:
-    """Bits per weight as stored, and the type the output head is kept at (None: the same)."""
-
-    name: str
-    bits: float
-    head: str | None
-    source: str
-    community: bool = False  # a common community quantization, listed by default
-
-
-# llama.cpp's quantizer (src/llama-quant.cpp, llama_tensor_get_type) keeps the output head (or a
-# tied token embedding) at Q6_K, or at Q8_0 where the row length is no multiple of 256 (QK_K):
-# SmolLM2's Q4_1 GGUF holds token_embd at Q8_0 (hidden 576), read with gguf-py 0.19.
-GGUF_HEAD = "gguf"
-PRECISIONS: dict[str, Precision] = {
-    p.name: p
-    for p in (
-        Precision("bf16", 16.0, None, "2 bytes a weight"),
-        Precision("fp8", 8.0, "bf16", "1 byte a weight; embedding and head kept in bf16"),
-        Precision("mxfp8", 8.25, "bf16", MX),
-        Precision("mxfp4", 4.25, "bf16", MX),
-        Precision("q8_0", 8.5, None, GGML + ": block_q8_0 34 B / 32"),
-        Precision("q4_1", 5.0, GGUF_HEAD, GGML + ": block_q4_1 20 B / 32"),
-        Precision("q4_0", 4.5, GGUF_HEAD, GGML + ": block_q4_0 18 B / 32"),
-        Precision("q6_k", 6.5625, None, GGML + ": block_q6_K 210 B / 256"),
-        Precision("q4_k", 4.5, GGUF_HEAD, GGML + ": block_q4_K 144 B / 256", True),
-        Precision("q3_k", 3.4375, GGUF_HEAD, GGML + ": block_q3_K 110 B / 256", True),
-        Precision("q2_k", 2.625, GGUF_HEAD, GGML + ": block_q2_K 84 B / 256", True),
-    )
-}
-# Cache element sizes by the recipe flags that set them (SGLang --kv-cache-dtype and
-# --mamba-ssm-dtype, llama.cpp --cache-type-k/-v); "auto" is the weights' dtype (bf16 here).
-KV_FLAGS = ("--kv-cache-dtype", "--cache-type-k", "-ctk")
-STATE_FLAGS = ("--mamba-ssm-dtype",)
-DTYPE_BYTES = {
-    "auto": 2.0,
-    "bf16": 2.0,
-    "bfloat16": 2.0,
-    "f16": 2.0,
-    "float16": 2.0,
-    "fp16": 2.0,
-    "f32": 4.0,
-    "float32": 4.0,
-    "fp8_e4m3": 1.0,
-    "fp8_e5m2": 1.0,
-    "fp8": 1.0,
-    "q8_0": 34 / 32,
-    "fp4_e2m1": 0.5,
-}
-# Per layer kind: the fields its cache needs (all of them, or "needs data").
-LAYER_FIELDS = {
-    "attention": ("kv_heads", "head_dim"),
-    "mla": ("kv_lora_rank", "qk_rope_head_dim"),
-    "dsa": ("kv_lora_rank", "qk_rope_head_dim", "index_head_dim"),
-    "kda": ("heads", "head_dim", "conv_kernel"),
-}
+__all__ = ["DTYPE_BYTES", "PRECISIONS", "Cache", "CacheDtypes", "Layers", "Layout", "cache", "weights_bytes"]
 GB = 1e9
-
-
-@dataclass(frozen=True)
-class Layers:
-    kind: str
-    count: int
-    dims: Mapping[str, int | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Architecture:
-    source: str
-    parameters: float
-    embedding_parameters: float | None = None
-    hidden_size: int | None = None
-    context_length: int | None = None
-    layers: tuple[Layers, ...] = ()
-
-
-@dataclass(frozen=True)
-class CacheDtypes:
-    kv_bytes: float
-    state_bytes: float
-    said: str  # where they come from, for the reader
-
-
-@dataclass(frozen=True)
-class Cache:
-    """Bytes per token (KV) and per sequence (state), or the fields missing to know them."""
-
-    per_token: float
-    per_sequence: float
-    missing: tuple[str, ...] = ()
-
-    def bytes(self, context: int, concurrency: int) -> float | None:
-        if self.missing:
-            return None
-        return concurrency * (context * self.per_token + self.per_sequence)
-
-
-@dataclass(frozen=True)
-class Target:
-    """Memory to fit into: a hardware kind's (the card's nodes of it) or a machine's."""
-
-    name: str
-    memory: float | None  # bytes; None: not known (`missing` says which field)
-    describe: str
-    missing: str = ""
-    node_memory: float | None = None  # a kind's per node, for the nodes the model needs
+STATE_KINDS = ("mamba", "mamba2", "kda")
+MIB = 2**20
 
 
 def architecture(card: ModelCard) -> Architecture | None:
     data = card.raw.get("architecture")
-    if not data:
-        return None
-    layers = tuple(
-        Layers(g["kind"], int(g["count"]), {k: g.get(k) for k in LAYER_FIELDS[g["kind"]]})
-        for g in data.get("layers") or ()
-    )
-    return Architecture(
-        data["source"],
-        float(data["parameters"]),
-        data.get("embedding_parameters"),
-        data.get("hidden_size"),
-        data.get("context_length"),
-        layers,
-    )
+    return from_card(data) if data else None
 
 
 def precision(name: str) -> Precision:
@@ -162,49 +59,20 @@ def card_precisions(card: ModelCard) -> list[str]:
     return [f.precision for f in card.model_files if f.role == "weights" and f.precision]
 
 
-def head_bits(arch: Architecture, p: Precision) -> float:
-    if p.head == GGUF_HEAD:
-        return PRECISIONS["q8_0" if (arch.hidden_size or 0) % 256 else "q6_k"].bits
-    return PRECISIONS[p.head].bits if p.head else p.bits
+def engine_memory(name: str | None) -> EngineMemory:
+    """The engine's cache flags and reserve; an engine this install lacks: none stated."""
+    found = engines.find(name)
+    return found.memory if found else EngineMemory()
 
 
-def weights_bytes(arch: Architecture, p: Precision) -> float:
-    head = arch.embedding_parameters or 0.0
-    return ((arch.parameters - head) * p.bits + head * head_bits(arch, p)) / 8
-
-
-def cache_dtypes(argv: Sequence[str]) -> CacheDtypes:
-    """The KV and state element sizes a recipe's command sets (the last value wins, as argparse)."""
-    found: dict[str, str] = {}
-    for k, token in enumerate(argv[:-1]):
-        for which, flags in (("kv", KV_FLAGS), ("state", STATE_FLAGS)):
-            if token in flags:
-                found[which] = argv[k + 1]
-    kv, state = found.get("kv", "auto"), found.get("state", "float32" if "kv" in found else "auto")
-    kv_b, state_b = DTYPE_BYTES.get(kv, 2.0), DTYPE_BYTES.get(state, 4.0)
-    said = f"KV {kv}: {kv_b:g} B" + (f", state {state}: {state_b:g} B" if "state" in found else "")
-    return CacheDtypes(kv_b, state_b, said)
-
-
-def cache(arch: Architecture, dtypes: CacheDtypes) -> Cache:
-    per_token = per_sequence = 0.0
-    missing = []
-    for i, g in enumerate(arch.layers):
-        absent = [f"architecture.layers[{i}].{k} ({g.kind})" for k, v in g.dims.items() if v is None]
-        if absent:
-            missing += absent
-            continue
-        d = g.dims
-        if g.kind == "attention":
-            per_token += g.count * 2 * d["kv_heads"] * d["head_dim"] * dtypes.kv_bytes
-        elif g.kind in ("mla", "dsa"):
-            width = d["kv_lora_rank"] + d["qk_rope_head_dim"] + d.get("index_head_dim", 0)
-            per_token += g.count * width * dtypes.kv_bytes
-        else:  # kda: a (head_dim x head_dim) state per head, and the short convolutions' window on q, k, v
-            width = d["heads"] * d["head_dim"]
-            elements = width * d["head_dim"] + 3 * width * (d["conv_kernel"] - 1)
-            per_sequence += g.count * elements * dtypes.state_bytes
-    return Cache(per_token, per_sequence, tuple(missing))
+def cache_dtypes(argv: Sequence[str], memory: EngineMemory, model_dtype: str = "bfloat16") -> CacheDtypes:
+    """The K, V, conv and SSM element sizes a command sets, by the engine's own flags and defaults."""
+    t = memory.types(argv)
+    b = {k: dtype_bytes(v, model_dtype) for k, v in t.items()}
+    kv = f"K {t['k']}" + (f", V {t['v']}" if t["v"] != t["k"] else "")
+    said = f"{kv}: {b['k']:g}" + (f"/{b['v']:g}" if t["v"] != t["k"] else "") + " B"
+    said += f"; conv {t['conv']}: {b['conv']:g} B, state {t['ssm']}: {b['ssm']:g} B"
+    return CacheDtypes(b["k"], b["v"], b["conv"], b["ssm"], said.replace("auto", f"auto={model_dtype}"))
 
 
 def parse_memory(text: str) -> float:
@@ -217,23 +85,77 @@ def parse_memory(text: str) -> float:
     return float(m.group(1)) * ((1024 if "I" in unit else 1000) ** power)
 
 
+@dataclass(frozen=True)
+class Target:
+    """Accelerators to fit into: a hardware kind's (the card's nodes of it, or `--on 8xh200`) or a
+    machine's; `capacity` is one accelerator's bytes, `working_set` the share its GPU may map."""
+
+    name: str
+    capacity: float | None  # bytes per accelerator; None: not known (`missing` says which field)
+    accelerators: int
+    describe: str
+    missing: str = ""
+    working_set: float = 1.0
+    per_node: int | None = None  # a kind's accelerators per node: nodes needed are counted
+    layout: Layout | None = None  # None: TP over every accelerator
+
+    @property
+    def parallel(self) -> Layout:
+        return self.layout or Layout(tp=self.accelerators)
+
+
+def usable(t: Target, memory: EngineMemory, argv: Sequence[str]) -> tuple[float | None, str]:
+    """Bytes one rank may give weights and cache, and how that was reached."""
+    if t.capacity is None:
+        return None, ""
+    mapped = t.capacity * t.working_set
+    said = f"{t.capacity / GB:.4g} GB"
+    if t.working_set < 1:
+        said += f" x {t.working_set:g} GPU working set"
+    share = memory.share_of(argv)
+    if share is not None:
+        return mapped * share, said + f" x {share:g} engine share"
+    if memory.reserve_mib:
+        held = memory.reserve_mib(t.parallel.tp) * MIB
+        return mapped - held, said + f" - {held / GB:.3g} GB engine reserve"
+    return mapped, said
+
+
+def kind_target(kind: str, hw, count: int | None = None, memory: float | None = None) -> Target:
+    """A kind of the catalogue: `count` accelerators (default: one node's) of its real capacity."""
+    per_node = hw.accelerators_per_node
+    count = count or per_node or 1
+    capacity = memory or (
+        hw.capacity_mib * MIB if hw.capacity_mib else hw.memory_gb * GB if hw.memory_gb else None
+    )
+    missing = "" if capacity else f"matrix/hardware.yaml hardware.{kind}.memory_gb"
+    where = "reported" if hw.capacity_mib and not memory else "given" if memory else "nominal"
+    describe = f"{count} x {kind}" + (f" ({capacity / GB:.4g} GB each, {where})" if capacity else "")
+    return Target(kind, capacity, count, describe, missing, hw.working_set or 1.0)
+
+
 def kind_targets(card: ModelCard, hardware: Mapping) -> list[Target]:
-    """Each hardware kind of the card, with the memory of the nodes the card places a replica on."""
+    """Each hardware kind of the card, over the accelerators of the nodes it places a replica on."""
     out = []
     for kind, placement in card.hardware.items():
         hw = hardware[kind]
-        if hw.memory_gb is None or hw.accelerators_per_node is None:
-            field_name = "memory_gb" if hw.memory_gb is None else "accelerators_per_node"
-            missing = f"matrix/hardware.yaml hardware.{kind}.{field_name}"
-            out.append(Target(kind, None, f"{kind} ({placement.nodes} node(s))", missing))
+        if hw.accelerators_per_node is None:
+            missing = f"matrix/hardware.yaml hardware.{kind}.accelerators_per_node"
+            out.append(Target(kind, None, 1, f"{kind} ({placement.nodes} node(s))", missing))
             continue
-        node = hw.memory_gb * GB * hw.accelerators_per_node
-        describe = (
-            f"{kind} ({placement.nodes} node(s) x {hw.accelerators_per_node} x {hw.memory_gb:g} GB"
-            f" = {placement.nodes * node / GB:g} GB)"
-        )
-        out.append(Target(kind, placement.nodes * node, describe, node_memory=node))
+        got = kind_target(kind, hw, placement.nodes * hw.accelerators_per_node)
+        out.append(replace(got, per_node=hw.accelerators_per_node))  # nodes needed are counted
     return out
+
+
+def parse_on(text: str, hardware: Mapping) -> Target:
+    """`--on`: `h100` (one), `8xh200`, `mac=64GB` (a kind whose memory varies by machine)."""
+    m = re.fullmatch(r"(?:(\d+)x)?([a-z][a-z0-9_]*)(?:=(.+))?", text.strip())
+    if not m or m[2] not in hardware:
+        known = ", ".join(sorted(hardware))
+        raise DayzeroError(f"--on: expected [COUNTx]KIND[=MEMORY] with KIND one of {known}, got {text!r}")
+    memory = parse_memory(m[3]) if m[3] else None
+    return kind_target(m[2], hardware[m[2]], int(m[1] or 1), memory)
 
 
 @dataclass(frozen=True)
@@ -242,46 +164,71 @@ class Verdict:
     precision: str
     context: int
     concurrency: int
-    weights: float
-    cache: float | None
-    memory: float | None
+    layout: str
+    weights: float  # one rank's
+    cache: float | None  # one rank's
+    usable: float | None  # one rank's
     word: str  # fits | weights only | does not fit | needs data
     nodes_needed: int | None = None
 
+    @property
+    def headroom(self) -> float | None:
+        if self.usable is None or self.cache is None:
+            return None
+        return self.usable - self.weights - self.cache
+
     def short(self) -> str:
         w = f"{self.weights / GB:.4g} GB"
-        if self.memory is None:
+        if self.usable is None:
             return f"{self.precision} {w}: needs data"
-        times = f"{self.weights / self.memory:.3g}x its memory"
+        u = f"{self.usable / GB:.4g} GB"
         if self.word == "does not fit":
-            return f"{self.precision} no: weights {w} = {times}"
-        total = f"{(self.weights + (self.cache or 0)) / GB:.4g} of {self.memory / GB:.4g} GB"
+            times = f"{self.weights / self.usable:.3g}x"
+            return f"{self.precision} no: weights {w} a rank = {times} its usable {u}"
         if self.cache is None:
-            return f"{self.precision} weights fit ({w} of {self.memory / GB:.4g} GB), cache needs data"
+            return f"{self.precision} weights fit ({w} of {u} a rank), cache needs data"
+        need, left = f"{(self.weights + self.cache) / GB:.4g} of {u} a rank", self.headroom
         if self.word == "weights only":
-            return f"{self.precision} weights fit, cache does not ({total})"
-        return f"{self.precision} fits ({total})"
+            return f"{self.precision} weights fit, cache does not ({need}, {-left / GB:.3g} GB short)"
+        return f"{self.precision} fits ({need}, headroom {left / GB:.3g} GB, {left / self.usable:.0%})"
 
     def to_json(self) -> dict:
-        return {k: v for k, v in self.__dict__.items()}
+        return {**self.__dict__, "headroom": self.headroom}
 
 
 def judge(
-    target: Target, p: Precision, arch: Architecture, c: Cache, context: int, concurrency: int
+    target: Target,
+    p: Precision,
+    arch: Architecture,
+    dtypes: CacheDtypes,
+    context: int,
+    concurrency: int,
+    room: float | None,
 ) -> Verdict:
-    weights = weights_bytes(arch, p)
-    cache_b = c.bytes(context, concurrency)
+    layout = target.parallel
+    weights = weights_bytes(arch, p, layout)
+    cache_b = cache(arch, dtypes, layout).bytes(context, concurrency)
     need = weights + (cache_b or 0.0)
-    nodes = math.ceil(need / target.node_memory) if target.node_memory else None
-    if target.memory is None:
+    if room is None:
         word = "needs data"
-    elif weights > target.memory:
+    elif weights > room:
         word = "does not fit"
     elif cache_b is None:
         word = "needs data"
     else:
-        word = "fits" if need <= target.memory else "weights only"
-    return Verdict(target.name, p.name, context, concurrency, weights, cache_b, target.memory, word, nodes)
+        word = "fits" if need <= room else "weights only"
+    nodes = None
+    if target.per_node and target.capacity and room:
+        share = room / target.capacity  # the same share of each accelerator, at any TP
+        for n in range(1, 65):
+            wide = Layout(tp=n * target.per_node)
+            c = cache(arch, dtypes, wide).bytes(context, concurrency) or 0.0
+            if weights_bytes(arch, p, wide) + c <= target.capacity * share:
+                nodes = n
+                break
+    return Verdict(
+        target.name, p.name, context, concurrency, str(layout), weights, cache_b, room, word, nodes
+    )
 
 
 @dataclass(frozen=True)
@@ -291,16 +238,64 @@ class Fit:
     precisions: tuple[Precision, ...]
     own: tuple[str, ...]  # the card's own
     dtypes: CacheDtypes
-    cache: Cache
+    cache: Cache  # one sequence's, unsplit (TP1)
     contexts: tuple[int, ...]
     concurrency: int
     targets: tuple[Target, ...]
     verdicts: tuple[Verdict, ...]
+    usable_said: Mapping[str, str]  # by target: how its usable memory was reached
+    engine_said: str = ""
 
 
 def default_contexts(arch: Architecture) -> tuple[int, ...]:
     top = arch.context_length or 8192
     return tuple(sorted({c for c in (8192, 131072) if c < top} | {top}))
+
+
+def plan_arch(
+    model: str,
+    arch: Architecture,
+    targets: Sequence[Target],
+    *,
+    memory: EngineMemory | None = None,
+    argv: Sequence[str] = (),
+    precisions: Iterable[str] = (),
+    own: Sequence[str] = (),
+    contexts: Iterable[int] = (),
+    concurrency: int = 1,
+) -> Fit:
+    """Every asked-for precision (else the card's own and the common community ones) against
+    each target at each context."""
+    memory = memory or EngineMemory()
+    names = list(dict.fromkeys(precisions)) or list(
+        dict.fromkeys([*own, *(n for n, p in PRECISIONS.items() if p.community)])
+    )
+    chosen = tuple(precision(n) for n in names)
+    dtypes = cache_dtypes(argv, memory, arch.dtype)
+    ctxs = tuple(contexts) or default_contexts(arch)
+    rooms = {t.name + t.describe: usable(t, memory, argv) for t in targets}
+    verdicts = tuple(
+        judge(t, p, arch, dtypes, x, concurrency, rooms[t.name + t.describe][0])
+        for t in targets
+        for p in chosen
+        for x in ctxs
+    )
+    said = {k: v[1] for k, v in rooms.items()}
+    c = cache(arch, dtypes)
+    return Fit(
+        model,
+        arch,
+        chosen,
+        tuple(own),
+        dtypes,
+        c,
+        ctxs,
+        concurrency,
+        tuple(targets),
+        verdicts,
+        said,
+        memory.source,
+    )
 
 
 def plan(
@@ -312,64 +307,94 @@ def plan(
     concurrency: int = 1,
     memory: float | None = None,
     kinds: Iterable[str] | None = None,
+    on: Sequence[Target] = (),
+    layout: Layout | None = None,
 ) -> Fit | None:
-    """Every asked-for precision (else the card's own and the common community ones) against each
-    target at each context; None where the card has no architecture section."""
+    """The card's architecture against its kinds (or `on`), with its recipe's cache flags;
+    None where the card has no architecture section."""
     arch = architecture(card)
     if arch is None:
         return None
-    own = card_precisions(card)
-    names = list(dict.fromkeys(precisions)) or list(
-        dict.fromkeys([*own, *(n for n, p in PRECISIONS.items() if p.community)])
-    )
-    chosen = tuple(precision(n) for n in names)
-    dtypes = cache_dtypes(card.raw.get("recipe", {}).get("command", ()))
-    c = cache(arch, dtypes)
-    ctxs = tuple(contexts) or default_contexts(arch)
-    targets = [t for t in kind_targets(card, hardware) if kinds is None or t.name in kinds]
+    targets = list(on) or [t for t in kind_targets(card, hardware) if kinds is None or t.name in kinds]
     if memory is not None:
-        targets.insert(0, Target("machine", memory, f"a {memory / GB:.4g} GB machine"))
-    verdicts = tuple(judge(t, p, arch, c, x, concurrency) for t in targets for p in chosen for x in ctxs)
-    return Fit(card.model, arch, chosen, tuple(own), dtypes, c, ctxs, concurrency, tuple(targets), verdicts)
+        targets.insert(0, Target("machine", memory, 1, f"a {memory / GB:.4g} GB machine"))
+    if layout is not None:
+        targets = [replace(t, layout=layout) for t in targets]
+    return plan_arch(
+        card.model,
+        arch,
+        targets,
+        memory=engine_memory(card.engine.name),
+        argv=card.raw.get("recipe", {}).get("command", ()),
+        precisions=precisions,
+        own=card_precisions(card),
+        contexts=contexts,
+        concurrency=concurrency,
+    )
+
+
+def mamba_geometry(card_data: Mapping, engine: str | None) -> dict:
+    """The Mamba ratio's state bytes per slot and KV bytes per token as `fit` sizes them (TP1, the
+    recipe's cache flags), for a card whose `mamba_ratio` leaves them out; {} where unknown."""
+    data = card_data.get("architecture")
+    if not data:
+        return {}
+    arch = from_card(data)
+    if not any(g.kind in STATE_KINDS for g in arch.layers):
+        return {}
+    argv = card_data.get("recipe", {}).get("command", ())
+    c = cache(arch, cache_dtypes(argv, engine_memory(engine), arch.dtype))
+    if c.missing or not c.per_token:
+        return {}
+    return {"state_bytes_per_slot": c.per_sequence, "kv_bytes_per_token": c.per_token}
 
 
 def weights_lines(fit: Fit) -> list[str]:
     out = []
     for p in fit.precisions:
         whose = "the card's" if p.name in fit.own else "community GGUF" if p.community else "asked for"
-        out.append(
-            f"weights at {p.name} ({p.bits:g} bits): {weights_bytes(fit.arch, p) / GB:.4g} GB ({whose})"
-        )
+        size = weights_bytes(fit.arch, p) / GB
+        keeps = "; experts only, the rest bf16" if p.experts_only else ""
+        if not keeps and p.wide and fit.arch.embedding_parameters:
+            keeps = f"; embedding and head at {p.wide}"
+        out.append(f"weights at {p.name} ({p.bits:g} bits): {size:.4g} GB ({whose}){keeps}")
     return out
 
 
 def cache_lines(fit: Fit) -> list[str]:
     c = fit.cache
-    head = f"cache ({fit.dtypes.said}, as the recipe sets)"
+    said = fit.dtypes.said
+    if not any(g.kind in STATE_KINDS for g in fit.arch.layers):
+        said = said.split("; conv")[0]
+    head = f"cache ({said}, as the recipe sets)"
     if c.missing:
         return [f"{head}: needs data: {', '.join(c.missing)}"]
-    per = f"{c.per_token:g} B per token" + (f" + {c.per_sequence:g} B per sequence" if c.per_sequence else "")
+    per = f"{c.per_token:g} B per token"
+    per += "".join(f" + {b:g} B per token up to {w}" for b, w in c.windowed)
+    per += f" + {c.per_sequence:g} B per sequence" if c.per_sequence else ""
     sizes = ", ".join(
         f"{c.bytes(x, fit.concurrency) / GB:.4g} GB at {x} tokens x {fit.concurrency}" for x in fit.contexts
     )
-    return [f"{head}: {per}; {sizes}"]
+    return [f"{head}: {per} (whole model, TP1); {sizes}"]
 
 
 def target_lines(fit: Fit) -> list[str]:
     out = []
     for t in fit.targets:
-        if t.memory is None:
+        if t.capacity is None:
             out.append(f"{t.describe}: needs data: {t.missing}")
             continue
         for x in fit.contexts:
             got = [v for v in fit.verdicts if v.target == t.name and v.context == x]
             at = f" at {x} tokens x {fit.concurrency}" if not fit.cache.missing else ""
             need = ""
-            if t.node_memory:
+            if t.per_node:
                 what = "weights alone" if fit.cache.missing else "weights and cache"
-                counts = ", ".join(f"{v.precision} {v.nodes_needed}" for v in got)
+                counts = ", ".join(f"{v.precision} {v.nodes_needed or 'none up to 64'}" for v in got)
                 need = f"; nodes of {t.name} for the {what}: {counts}"
-            out.append(f"{t.describe}{at}: " + "; ".join(v.short() for v in got) + need)
+            room = fit.usable_said[t.name + t.describe]
+            head = f"{t.describe}, {t.parallel}, usable a rank {room}"
+            out.append(f"{head}{at}: " + "; ".join(v.short() for v in got) + need)
             if fit.cache.missing:
                 break  # the same line at every context
     return out
@@ -377,7 +402,10 @@ def target_lines(fit: Fit) -> list[str]:
 
 def lines(fit: Fit) -> list[str]:
     a = fit.arch
-    groups = ", ".join(f"{g.count} {g.kind}" for g in a.layers)
+    groups = ", ".join(
+        f"{g.count} {g.kind}" + (f" (window {w})" if (w := g.dims.get("sliding_window")) else "")
+        for g in a.layers
+    )
     head = f"{fit.model}: {a.parameters:.4g} parameters" + (f", layers: {groups}" if groups else "")
     return [f"{head} ({a.source})", *weights_lines(fit), *cache_lines(fit), *target_lines(fit)]
 
@@ -393,14 +421,24 @@ def to_json(fit: Fit) -> dict:
         "cache": {
             "dtypes": fit.dtypes.said,
             "bytes_per_token": None if c.missing else c.per_token,
+            "bytes_per_token_windowed": [list(w) for w in c.windowed],
             "bytes_per_sequence": None if c.missing else c.per_sequence,
             "needs_data": list(c.missing),
         },
         "contexts": list(fit.contexts),
         "concurrency": fit.concurrency,
         "targets": [
-            {"name": t.name, "memory": t.memory, "describe": t.describe, "needs_data": t.missing}
+            {
+                "name": t.name,
+                "accelerators": t.accelerators,
+                "layout": str(t.parallel),
+                "capacity": t.capacity,
+                "usable": fit.usable_said.get(t.name + t.describe),
+                "describe": t.describe,
+                "needs_data": t.missing,
+            }
             for t in fit.targets
         ],
+        "engine_memory": fit.engine_said,
         "verdicts": [v.to_json() for v in fit.verdicts],
     }

@@ -48,6 +48,9 @@ class Hardware:
     notes: str = ""
     price: dict | None = None  # per_accelerator_hour, currency, source: the benchmark card's cost
     peak: Peak | None = None  # None: no public figure; the roofline is then not checked
+    capacity_mib: float | None = None  # what the device reports (nvidia-smi memory.total): fit's capacity
+    working_set: float | None = None  # the share of memory its GPU may map (a Mac's unified memory)
+    memory_source: str = ""  # where capacity_mib and working_set were read
 
     @property
     def measured(self) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import RANK, ArgvParser, Engine
 from dayzero.engines.llamacpp import help, log
+from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
 from dayzero.lab import cache
 
@@ -54,6 +55,16 @@ class LlamaCpp(Engine):
     top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     logprobs_with_tools = False  # asked with tools, its tool calls came back as none (0 of 6, measured)
     rank_label = "an rpc-server"
+    memory = EngineMemory(
+        k=("-ctk", "--cache-type-k"),
+        v=("-ctv", "--cache-type-v"),
+        k_default="f16",
+        v_default="f16",
+        conv_default="f32",  # recurrent layers' r and s states: always F32
+        ssm_default="f32",
+        source="llama.cpp common/arg.cpp (-ctk/-ctv default f16) and src/llama-memory-recurrent.cpp "
+        "(recurrent states in F32); no reserve flag: it allocates what the model and context need",
+    )
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         return "--metrics" in argv

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import DISAGGREGATED, RANK, ArgvParser, Engine, venv_python
+from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals, parse_prometheus
 from dayzero.engines.sglang import log, router_log
 from dayzero.lab import cache
@@ -67,6 +68,17 @@ class SGLang(Engine):
     top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     counts_requests = True
     rank_label = "a non-endpoint sglang rank"
+    memory = EngineMemory(
+        k=("--kv-cache-dtype",),
+        conv_default="bfloat16",  # SGLANG_MAMBA_CONV_DTYPE's default
+        ssm=("--mamba-ssm-dtype",),
+        ssm_default="float32",
+        share=("--mem-fraction-static",),
+        reserve_mib=lambda tp: max(512 + 1.5 * 8192 + tp / 8 * 1024, 10 * 1024),
+        source="sglang 0.5.23 configs/mamba_utils.py (conv bfloat16, SSM float32) and "
+        "arg_groups/memory_hook.py (mem_fraction_static left unset: 512 MiB + 1.5 x the 8192-token "
+        "chunked prefill + TP/8 GiB reserved, at least 10 GiB on a GPU over 60 GiB; CUDA graphs not counted)",
+    )
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         return "--enable-metrics" in argv

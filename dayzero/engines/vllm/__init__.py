@@ -23,6 +23,7 @@ from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import ArgvParser, Engine, venv_python
+from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
 from dayzero.engines.vllm import log
 from dayzero.lab import cache
@@ -58,6 +59,15 @@ class VLLM(Engine):
     accounted = True
     top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     counts_requests = True
+    memory = EngineMemory(
+        k=("--kv-cache-dtype",),
+        conv=("--mamba-cache-dtype",),
+        ssm=("--mamba-ssm-cache-dtype",),  # else --mamba-cache-dtype's, else auto
+        share=("--gpu-memory-utilization",),
+        share_default=0.92,
+        source="vllm 0.32.0 vllm/config/cache.py: gpu_memory_utilization 0.92, cache_dtype, "
+        "mamba_cache_dtype and mamba_ssm_cache_dtype 'auto' (the model's dtype)",
+    )
     rank_label = "a non-endpoint vllm rank"
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
