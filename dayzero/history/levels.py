@@ -6,6 +6,7 @@ previous-night comparison (`dayzero.report.nightly`, whose docstring says which 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Collection
 
 LATENCY_STATS = ("mean", "median", "p90", "p99")
 
@@ -31,11 +32,14 @@ def summaries(check: dict) -> list[dict]:
     return []
 
 
-def levels(check: dict) -> dict[str, tuple[float, float | None]]:
-    """metric -> (median over repetitions, range over repetitions or None when run once)."""
+def levels(check: dict, only: Collection[str] = ()) -> dict[str, tuple[float, float | None]]:
+    """metric -> (median over repetitions, range over repetitions or None when run once); `only`:
+    just these metrics (the history follows 8 of a summary's ~25: a store ingests 10^5 checks)."""
     out: dict[str, tuple[float, float | None]] = {}
     reps = summaries(check)
     keys = {k for s in reps for k in s}
+    if only:
+        keys &= set(only)
     for key in sorted(keys):
         if direction(key) is None:
             continue

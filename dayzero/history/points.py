@@ -73,7 +73,7 @@ def points(doc: dict) -> list[Point]:
         details = check.get("details") or {}
         if kind == "performance":
             where = _workload(name)
-            for metric, (value, _) in levels(check).items():
+            for metric, (value, _) in levels(check, FOLLOWED).items():
                 if metric in FOLLOWED:
                     series = f"{metric}@{where}" if where else metric
                     out.setdefault(series, Point(series, value, bool(direction(metric))))
