@@ -253,3 +253,46 @@ def test_a_host_whose_dial_went_unanswered_is_not_dialled_again_by_its_teardown(
             with pytest.raises(HostUnreachable, match="connection refused") as refused:
                 pool.get(target, trust, connect_timeout=1)
             assert "not dialled again" not in str(refused.value)
+
+
+# -- probed at once, a jump host once (issue 45) ----------------------------------------------------
+
+
+def test_hosts_check_of_seven_hosts_behind_a_dead_bastion_dials_it_once(tmp_path, monkeypatch, capsys):
+    """It took 51 s: the bastion (refusing: a host rebooting, tried 3 times) was dialled again for
+    each host behind it, one host after another. Now every host is probed at once, and the hosts
+    behind the bastion share its one dial (counted), in well under the issue's 10 s."""
+    from collections import Counter
+
+    from dayzero import cli
+    from dayzero.lab.transport import CONNECT_TRIES
+    from dayzero.lab.transport.ssh import pool as ssh_pool
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: refused
+        port = closed.getsockname()[1]
+        hosts = {"bastion": {"address": "127.0.0.1", "port": port, "hardware": "cpu", "slots": 0}}
+        for i in range(7):
+            hosts[f"b300-{i:02d}"] = {"address": f"10.45.0.{i + 1}", "hardware": "b300", "jump": "bastion"}
+        inv = tmp_path / "lab.yaml"
+        inv.write_text(yaml.safe_dump({"known_hosts": str(tmp_path / "known_hosts"), "hosts": hosts}))
+        dials: Counter[str] = Counter()
+        dial = ssh_pool._dial
+
+        def counted(target, *args):
+            dials[target.label] += 1
+            return dial(target, *args)
+
+        monkeypatch.setattr(ssh_pool, "_dial", counted)
+        t0 = time.monotonic()
+        assert cli.main(["hosts", "check", "--hosts", str(inv)]) == 1
+        took = time.monotonic() - t0
+    out = capsys.readouterr().out
+    assert dials.pop("bastion") == CONNECT_TRIES, dials  # one dial of the bastion (its tries) for all
+    assert dials == Counter({f"b300-{i:02d}": 1 for i in range(7)}), dials  # each tunnel asked once
+    assert took <= 10, f"took {took:.1f}s"
+    lines = [x for x in out.splitlines() if "UNREACHABLE" in x]
+    assert len(lines) == 8, out
+    for line in (x for x in lines if not x.startswith("bastion")):
+        assert "via bastion): cannot connect: jump host bastion" in line, line
+        assert "connection refused" in line, line

@@ -1,5 +1,6 @@
-"""`dayzero hosts check`: connect to every host of an inventory; print reachability and facts,
-and the vars its cells need that the inventory does not set (`dayzero.run.host_vars`)."""
+"""`dayzero hosts check`: connect to every host of an inventory, all at once (a jump host once
+for the hosts behind it); print reachability and facts, and the vars its cells need that the
+inventory does not set (`dayzero.run.host_vars`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from dayzero.cli.common import HOSTS
 from dayzero.errors import DayzeroError
 from dayzero.lab.preflight import HostFacts
+from dayzero.lab.transport.base import CONNECT_TIMEOUT_S
 from dayzero.run.host_vars import SLURM_NODES, missing_vars
 from dayzero.spec.inventory import Host, load_inventory
 from dayzero.spec.matrix import load_matrix
@@ -18,6 +20,12 @@ def add(sub) -> None:
     hsub = p.add_subparsers(dest="hosts_command", required=True)
     h = hsub.add_parser("check", help="connect to each host; print reachability and facts")
     h.add_argument("--hosts", default=HOSTS, help=f"inventory (default: {HOSTS})")
+    h.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=CONNECT_TIMEOUT_S,
+        help=f"seconds a host has to answer (default: {CONNECT_TIMEOUT_S:g})",
+    )
     h.add_argument(
         "--weights",
         action="store_true",
@@ -46,11 +54,35 @@ def _problem(text: str) -> str:
     return f"{'':<16} problem: " + text.strip().replace("\n", "\n" + " " * 26)
 
 
+def _cards_of(host: Host, matrix, weights: bool) -> list:
+    """The cards whose model files `--weights` checks on the host."""
+    return [c for c in matrix.cards.values() if host.hardware in c.hardware] if weights else []
+
+
+def _probe(host: Host, matrix, inventory, args) -> HostFacts:
+    """One host's facts, or why it gave none: run on every host at once."""
+    from dayzero.lab.preflight import gather
+    from dayzero.lab.transport import open_transport
+
+    engines = {
+        card.engine.name: card.engine.version_command
+        for card in matrix.engine_cards.values()
+        if host.hardware in card.hardware and card.engine.version_command
+    }
+    files = [f for c in _cards_of(host, matrix, args.weights) for f in c.model_files]
+    try:
+        with open_transport(host, inventory, args.connect_timeout) as transport:
+            return gather(
+                transport, matrix.hardware[host.hardware], engines, inventory.secrets, model_files=files
+            )
+    except DayzeroError as exc:
+        return HostFacts(host.name, False, problems=(str(exc),))
+
+
 def run_check(args) -> int:
     """Exit 1 if any host is unreachable or unfit, or lacks a var a cell of its hardware needs."""
     from dayzero.lab import weights
-    from dayzero.lab.preflight import gather
-    from dayzero.lab.transport import open_transport
+    from dayzero.lab.fanout import each
 
     matrix = load_matrix(args.matrix)
     inventory = load_inventory(args.hosts, set(matrix.hardware))
@@ -64,27 +96,18 @@ def run_check(args) -> int:
             if SLURM_NODES in m.hosts:
                 print(f"slurm problem: {m.line()}")
                 slurm_problems += 1
-    for host in inventory.hosts:
-        engines = {
-            card.engine.name: card.engine.version_command
-            for card in matrix.engine_cards.values()
-            if host.hardware in card.hardware and card.engine.version_command
-        }
+
+    probed = each(inventory.hosts, lambda h: _probe(h, matrix, inventory, args), "dayzero-hosts-check")
+    for host, facts in zip(inventory.hosts, probed, strict=True):
+        if isinstance(facts, Exception):
+            raise facts
         lacking = [
             f"{m.field} missing: {m.card} uses {{{m.name}}} in {m.where} "
             "(set it under defaults.vars or the host's vars)"
             for m in missing
             if host.name in m.hosts
         ]
-        cards = [c for c in matrix.cards.values() if host.hardware in c.hardware] if args.weights else []
-        files = [f for c in cards for f in c.model_files]
-        try:
-            with open_transport(host, inventory) as transport:
-                facts = gather(
-                    transport, matrix.hardware[host.hardware], engines, inventory.secrets, model_files=files
-                )
-        except DayzeroError as exc:
-            facts = HostFacts(host.name, False, problems=(str(exc),))
+        cards = _cards_of(host, matrix, args.weights)
         unfit += not facts.healthy or bool(lacking)
         if not facts.reachable:
             why = "; ".join(p.removeprefix("unreachable: ") for p in facts.problems)

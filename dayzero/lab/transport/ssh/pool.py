@@ -72,6 +72,7 @@ class _Pool:
         self._key_locks: dict[tuple[SshTarget, Trust], threading.Lock] = {}
         self._silent: dict[tuple[SshTarget, Trust], float] = {}  # when each fell silent
         self._unanswered: dict[tuple[SshTarget, Trust], tuple[float, str]] = {}  # a dial's time-out
+        self._failed: dict[tuple[SshTarget, Trust], tuple[float, str]] = {}  # each one's last failed dial
 
     def silenced(self, target: SshTarget, trust: Trust) -> None:
         """The host stopped answering: close its connection, do not dial it for SILENT_HOLD_S."""
@@ -82,7 +83,11 @@ class _Pool:
             conn.client.close()
 
     def get(self, target: SshTarget, trust: Trust, connect_timeout: float = CONNECT_TIMEOUT_S) -> Connection:
+        """The host's live connection, dialled if need be. A dial that failed after this call
+        began (another thread's, while this one waited for it) is this call's answer too: the
+        hosts behind one jump host, probed at once, dial it once."""
         key = (target, trust)
+        asked = time.monotonic()
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
             since = time.monotonic() - self._silent.get(key, -SILENT_HOLD_S)
@@ -100,9 +105,13 @@ class _Pool:
             when, why = self._unanswered.get(key, (-SILENT_HOLD_S, ""))
             if (ago := time.monotonic() - when) < SILENT_HOLD_S:
                 raise HostUnreachable(f"{why}; not dialled again {ago:.0f}s later")
+            when, why = self._failed.get(key, (asked, ""))
+            if when > asked:
+                raise HostUnreachable(why)
             try:
                 conn = _connect(target, trust, self, connect_timeout)
             except HostUnreachable as exc:
+                self._failed[key] = (time.monotonic(), str(exc))
                 if not exc.retry:  # it used the whole timeout: the next dial would wait as long
                     self._unanswered[key] = (time.monotonic(), str(exc))
                 raise
@@ -125,6 +134,7 @@ class _Pool:
         self._key_locks = {}
         self._silent = {}
         self._unanswered = {}
+        self._failed = {}
 
 
 POOL = _Pool()
@@ -138,8 +148,12 @@ def close_all() -> None:
 
 
 def _tunnel(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> paramiko.Channel:
-    """A `direct-tcpip` channel from the jump host to the target: what OpenSSH's -J does."""
-    hop = pool.get(target.jump, trust, timeout)
+    """A `direct-tcpip` channel from the jump host to the target: what OpenSSH's -J does.
+    A jump host that cannot be reached fails the target at once: its own dial tried again."""
+    try:
+        hop = pool.get(target.jump, trust, timeout)
+    except HostUnreachable as exc:
+        raise _unreachable(target.describe(), f"jump host {exc}", False) from None
     try:
         return hop.transport.open_channel(
             "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=timeout
