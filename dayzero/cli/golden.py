@@ -49,7 +49,7 @@ def _context(args, **kw):
     from dayzero.run.cell import RunContext, new_run_id
 
     matrix = load_matrix(args.matrix)
-    inventory = load_inventory(args.hosts, set(matrix.hardware))
+    inventory = load_inventory(args.hosts, matrix.hardware)
     ctx = RunContext(
         matrix,
         inventory,

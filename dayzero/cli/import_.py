@@ -7,8 +7,10 @@ from pathlib import Path
 
 from dayzero import engines
 from dayzero.cli.common import unknown_cell
-from dayzero.run.importers import evaluate, parse, read_runs
+from dayzero.run.importers import evaluate, mismatches, parse, read_runs
+from dayzero.spec.card import floors_for
 from dayzero.spec.matrix import load_matrix
+from dayzero.spec.workloads import suites_dir
 
 
 def add(sub) -> None:
@@ -55,7 +57,12 @@ def run(args) -> int:
         raise SystemExit(f"dayzero: {args.file}: {exc}") from None
     hw = matrix.hardware[cell.hardware]
     accelerators = args.accelerators or (hw.accelerators_per_node or 1) * cell.nodes
-    checks = evaluate(matrix.card(cell), cell, imported, accelerators)
+    card = matrix.card(cell)
+    held = [f for f in floors_for(card, cell) if imported.concurrency in (None, f.concurrency)]
+    wrong = mismatches(card, held, chosen, suites_dir(matrix_root=matrix.root) / "workloads")
+    if wrong:
+        raise SystemExit(f"dayzero: {args.file}: not a run of {cell.id}'s floors: {'; '.join(wrong)}")
+    checks = evaluate(card, cell, imported, accelerators)
     print(
         f"{cell.id}: {imported.tool} run, concurrency {imported.concurrency}, {accelerators} accelerator(s)"
     )

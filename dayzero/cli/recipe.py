@@ -56,7 +56,7 @@ def run(args) -> int:
     cells = select(matrix, args)
     if not cells:
         raise SystemExit("dayzero: no cell matches; try `dayzero matrix`")
-    inventory = load_inventory(args.hosts, set(matrix.hardware)) if args.hosts else None
+    inventory = load_inventory(args.hosts, matrix.hardware) if args.hosts else None
     for cell in cells:
         print(recipe_text(matrix, cell, inventory, geometry(matrix.card(cell).mamba_ratio, args)))
     return 0

@@ -51,6 +51,7 @@ class ArgvParser:
     script: Traversable = ARGV_SCRIPT
     setup_hint: str = "tools/setup"  # what builds the parser's environment
     read: Callable[[str, Sequence[str], str], list[dict]] | None = None  # (version, argv, program)
+    builds: tuple[str, ...] = ()  # the engine's other builds (GPU vs CPU package) its flags are the same in
 
     def start(self, argv: Sequence[str]) -> int | None:
         """Where its arguments start in `argv`, or None when this parser does not read it."""

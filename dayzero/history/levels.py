@@ -5,12 +5,14 @@ previous-night comparison (`dayzero.report.nightly`, whose docstring says which 
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Collection
 
 LATENCY_STATS = ("mean", "median", "p90", "p99")
 
 
+@functools.cache  # a pure function of a name, asked 10^6 times by an ingest
 def direction(metric: str) -> bool | None:
     """True: higher is better; False: lower is better; None: not a level we compare."""
     if metric.startswith("std_"):

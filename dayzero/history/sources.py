@@ -21,7 +21,8 @@ import jsonschema
 from dayzero import evidence
 from dayzero.errors import ConfigError
 from dayzero.history import valid
-from dayzero.history.points import Run, read
+from dayzero.history.points import read
+from dayzero.history.store import Rows, rows_of
 from dayzero.spec import yamlfile
 from dayzero.spec.yamlfile import format_path
 
@@ -56,24 +57,24 @@ def evidence_files(folders: Iterable[Path | str]) -> list[Path]:
     return out
 
 
-def read_file(path: Path) -> tuple[str, Run]:
+def read_file(path: Path) -> Rows:
     """One evidence file as the store keeps it; a bad file is named with its field."""
     try:
         doc = json.loads(Path(path).read_bytes())
     except (OSError, ValueError) as exc:
         raise ConfigError(path, "", f"not valid evidence: {str(exc).splitlines()[0]}") from None
     if _valid(doc):
-        return str(path), read(doc)
+        return rows_of(path, read(doc))
     try:  # refused by the compiled check: jsonschema, the authority, says why (or lets it pass)
         evidence.validate(doc)
     except jsonschema.ValidationError as exc:
         raise ConfigError(
             path, format_path(exc.absolute_path), f"not valid evidence: {exc.message.splitlines()[0]}"
         ) from None
-    return str(path), read(doc)
+    return rows_of(path, read(doc))
 
 
-def _read_or_error(path: Path) -> tuple[str, Run] | tuple[str, str, str]:
+def _read_or_error(path: Path) -> Rows | tuple[str, str, str]:
     """A worker's answer: a ConfigError does not survive pickling, so it comes back as its parts."""
     try:
         return read_file(path)
@@ -81,7 +82,7 @@ def _read_or_error(path: Path) -> tuple[str, Run] | tuple[str, str, str]:
         return exc.file, exc.path, exc.message
 
 
-def read_files(paths: Sequence[Path], jobs: int | None = None) -> list[tuple[str, Run]]:
+def read_files(paths: Sequence[Path], jobs: int | None = None) -> list[Rows]:
     """Every file read, in order; in `jobs` processes (default: the machine's cores, at most 8)."""
     jobs = jobs or min(os.cpu_count() or 1, 8)
     if jobs < 2 or len(paths) < PARALLEL_FROM:
@@ -89,6 +90,6 @@ def read_files(paths: Sequence[Path], jobs: int | None = None) -> list[tuple[str
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         answers = pool.map(_read_or_error, paths, chunksize=CHUNK)
     for answer in answers:
-        if len(answer) == 3:
+        if not isinstance(answer, Rows):
             raise ConfigError(*answer)
     return answers  # type: ignore[return-value]

@@ -21,9 +21,9 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from dayzero.errors import DayzeroError
-from dayzero.history import sources
 from dayzero.history.points import UNNAMED_LAB, Run, read
 
 DEFAULT_FILE = "history.sqlite"
@@ -34,6 +34,7 @@ _RUNS = """(
     uid TEXT NOT NULL, cell TEXT NOT NULL, lab TEXT NOT NULL, controller TEXT NOT NULL,
     run_id TEXT NOT NULL, finished TEXT NOT NULL, source TEXT NOT NULL, vendor TEXT,
     verdict TEXT NOT NULL, facts TEXT NOT NULL, path TEXT NOT NULL"""
+_POINT_COLUMNS = "uid, cell, series, value, higher_is_better"
 _POINTS = """(
     uid TEXT NOT NULL, cell TEXT NOT NULL, series TEXT NOT NULL,
     value DOUBLE PRECISION NOT NULL, higher_is_better INTEGER NOT NULL"""
@@ -74,6 +75,27 @@ MIGRATIONS = (
         "CREATE INDEX runs_finished_v3 ON runs (finished)",
     ),
 )
+
+
+class Rows(NamedTuple):
+    """A run as the store's tables hold it, made where its file is read (a worker process: a
+    tuple pickles fast), so that the writer only inserts."""
+
+    run: tuple  # _RUN_COLUMNS
+    points: tuple[tuple, ...]  # _POINT_COLUMNS
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.run[0], self.run[1]
+
+
+def rows_of(path: Path | str, r: Run) -> Rows:
+    run = (r.uid, r.cell, r.lab, r.controller, r.run_id, r.finished, r.source, r.vendor, r.verdict)
+    facts = json.dumps(r.facts, sort_keys=True)
+    return Rows(
+        (*run, facts, str(path)),
+        tuple((r.uid, r.cell, p.series, p.value, int(p.higher_is_better)) for p in r.points),
+    )
 
 
 @dataclass(frozen=True)
@@ -167,11 +189,13 @@ class Store:
     def ingest(self, docs: Iterable[tuple[Path | str, dict]]) -> int:
         """Store each (path, evidence document) in one transaction (documents the caller has
         validated); a run stored before is replaced. Returns how many runs."""
-        return self.put([(path, read(doc)) for path, doc in docs])
+        return self.put([rows_of(path, read(doc)) for path, doc in docs])
 
     def ingest_folder(self, *folders: Path | str, jobs: int | None = None) -> int:
         """Every evidence document under the folders (a night, or a folder of nights), each file
         validated once; a folder that does not exist or holds no evidence is refused."""
+        from dayzero.history import sources
+
         return self.put(sources.read_files(sources.evidence_files(folders), jobs))
 
     def rebuild(
@@ -183,59 +207,41 @@ class Store:
     ) -> int:
         """The runs in `scope` (default: every run) made again from the evidence under the folders,
         in one transaction; refused if a run in the scope has no evidence there (`put`)."""
-        runs = sources.read_files(sources.evidence_files(folders), jobs)
-        return self.put(runs, scope or Scope(), drop_missing)
+        from dayzero.history import sources
 
-    def put(
-        self, runs: Sequence[tuple[Path | str, Run]], scope: Scope | None = None, drop_missing: bool = False
-    ) -> int:
-        """Store `runs` in one transaction; with a `scope`, first delete the stored runs in it.
-        Refuses (`Refused`, nothing changed) when a run in the scope is not among `runs`, unless
-        `drop_missing`: a rebuild deletes only what it is given again. Returns how many runs."""
-        unique = {(r.uid, r.cell): (path, r) for path, r in runs}  # one night in two folders is one
-        runs = [unique[k] for k in sorted(unique)]  # one lock order for every writer
+        rows = sources.read_files(sources.evidence_files(folders), jobs)
+        return self.put(rows, scope or Scope(), drop_missing)
+
+    def put(self, rows: Sequence[Rows], scope: Scope | None = None, drop_missing: bool = False) -> int:
+        """Store the runs (`rows_of`) in one transaction; with a `scope`, first delete the stored
+        runs in it. Refuses (`Refused`, nothing changed) when a run in the scope is not among
+        them, unless `drop_missing`: a rebuild deletes only what it is given again. Returns how
+        many runs."""
+        unique = {r.key: r for r in rows}  # one night in two folders is one
+        rows = [unique[k] for k in sorted(unique)]  # one lock order for every writer
         for attempt in range(3):
             try:
                 with self._transaction():
-                    self._load(runs)
+                    self._load(rows)
                     if scope is not None:
                         self._delete_scope(scope, drop_missing)
                     self._merge()
-                return len(runs)
+                return len(rows)
             except Exception as exc:  # a deadlock between two PostgreSQL writers: the loser retries
                 if attempt == 2 or type(exc).__name__ not in ("DeadlockDetected", "SerializationFailure"):
                     raise
-        return len(runs)
+        return len(rows)
 
-    def _load(self, runs: Sequence[tuple[Path | str, Run]]) -> None:
+    def _load(self, rows: Sequence[Rows]) -> None:
         """The incoming runs and points into temporary tables (this connection's own)."""
         self._execute(f"CREATE TEMP TABLE IF NOT EXISTS incoming_runs {_RUNS})")
         self._execute(f"CREATE TEMP TABLE IF NOT EXISTS incoming_points {_POINTS})")
         self._execute("DELETE FROM incoming_runs")
         self._execute("DELETE FROM incoming_points")
-        run_rows = [
-            (
-                r.uid,
-                r.cell,
-                r.lab,
-                r.controller,
-                r.run_id,
-                r.finished,
-                r.source,
-                r.vendor,
-                r.verdict,
-                json.dumps(r.facts, sort_keys=True),
-                str(path),
-            )
-            for path, r in runs
-        ]
-        point_rows = [
-            (r.uid, r.cell, p.series, p.value, int(p.higher_is_better)) for _, r in runs for p in r.points
-        ]
-        self._bulk("incoming_runs", _RUN_COLUMNS, run_rows)
-        self._bulk("incoming_points", "uid, cell, series, value, higher_is_better", point_rows)
+        self._bulk("incoming_runs", _RUN_COLUMNS, [r.run for r in rows])
+        self._bulk("incoming_points", _POINT_COLUMNS, [p for r in rows for p in r.points])
 
-    def _bulk(self, table: str, columns: str, rows: list[tuple]) -> None:
+    def _bulk(self, table: str, columns: str, rows: Sequence[tuple]) -> None:
         """PostgreSQL's COPY (a round trip per row made a year of nights minutes); SQLite is in
         process, its executemany as fast."""
         cur = self.conn.cursor()

@@ -88,7 +88,17 @@ def _all(checks: list[Check]) -> Check:
     if len(checks) == 2:
         a, b = checks
         return lambda v: a(v) and b(v)
-    return lambda v: all(c(v) for c in checks)
+    if len(checks) == 3:
+        a, b, c = checks
+        return lambda v: a(v) and b(v) and c(v)
+
+    def every(v):  # a loop, not all(generator): 4x faster here
+        for c in checks:  # noqa: SIM110
+            if not c(v):
+                return False
+        return True
+
+    return every
 
 
 def _type(value, s, node, ref) -> Check:
@@ -125,12 +135,21 @@ def _additional(value, s, node, ref) -> Check | None:
 
 
 def _required(value, s, node, ref) -> Check:
-    return lambda v: not isinstance(v, dict) or all(k in v for k in value)
+    needed = frozenset(value)
+    return lambda v: not isinstance(v, dict) or needed.issubset(v.keys())
 
 
 def _items(value, s, node, ref) -> Check:
     item = node(value)
-    return lambda v: not isinstance(v, list) or all(item(x) for x in v)
+
+    def check(v):
+        if isinstance(v, list):
+            for x in v:
+                if not item(x):
+                    return False
+        return True
+
+    return check
 
 
 def _enum(value, s, node, ref) -> Check:

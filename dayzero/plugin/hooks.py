@@ -59,7 +59,7 @@ def _load(config: pytest.Config) -> bool:
         return False  # not a dayzero checkout: stay out of the way
     try:
         matrix = load_matrix(option_path(config, "dayzero_matrix"))
-        inventory = load_inventory(option_path(config, "dayzero_hosts"), set(matrix.hardware))
+        inventory = load_inventory(option_path(config, "dayzero_hosts"), matrix.hardware)
         check_jumps(inventory)
     except ConfigError as exc:  # every error of the file, one line each
         raise pytest.UsageError("\n".join(f"dayzero: {line}" for line in str(exc).splitlines())) from None

@@ -188,3 +188,41 @@ def evaluate(card: ModelCard, cell: Cell, imported: Imported, accelerators: int)
             )
         )
     return out
+
+
+def _lengths(run: Mapping) -> tuple[float | None, float | None]:
+    """The tokens in and out a run sent: its random lengths, else the mean of its per-request ones."""
+    out = []
+    for fixed, arrays in (("random_input_len", "input_lens"), ("random_output_len", "output_lens")):
+        values = [v for v in run.get(arrays) or () if v]
+        out.append(run.get(fixed) or (sum(values) / len(values) if values else None))
+    return out[0], out[1]
+
+
+def _differs(got: float | None, want: float | None) -> bool:
+    return got is not None and want is not None and abs(got - want) > 0.1 * want + 1
+
+
+def mismatches(card: ModelCard, floors: list[Floor], run: Mapping, workloads: Path) -> list[str]:
+    """Why a run cannot be held to these floors: another model than the card's (every word of its
+    name missing from the file's `model_id`), or input/output lengths not the floor's workload's
+    (random workloads, within 10%). Empty where nothing says so."""
+    from dayzero.spec.workloads import resolve  # reads suites: the edge, not at import
+
+    out = []
+    model = str(run.get("model_id") or run.get("model") or "")
+    words = [w for w in re.split(r"[^a-z0-9]+", card.model.lower()) if w]
+    if model and not all(w in model.lower() for w in words):
+        out.append(f"the run served {model!r}, not {card.model!r}")
+    isl, osl = _lengths(run)
+    for floor in floors:
+        spec = resolve(card, floor.workload, workloads, floor.max_tokens).spec
+        if spec.get("kind") != "random":
+            continue
+        want = (spec.get("isl"), spec.get("osl"))
+        if _differs(isl, want[0]) or _differs(osl, want[1]):
+            out.append(
+                f"the run sent {isl:g} tokens in / {osl:g} out, floor {floor.name} is on workload "
+                f"{floor.workload!r}: {want[0]} in / {want[1]} out"
+            )
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,7 +181,27 @@ def _slurm(path: Path, data: dict, hardware_names: set[str] | None) -> SlurmClus
     )
 
 
-def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Inventory:
+def _accelerators(path: Path, where: str, fields: dict, hw) -> int:
+    """A host's accelerator count: as the catalogue's kind has per node unless the host says why
+    it differs (`accelerators_why`); a count it leaves out is the catalogue's (else 1)."""
+    per_node = getattr(hw, "accelerators_per_node", None)
+    given = fields.get("accelerators")
+    if given is None:
+        return per_node or 1
+    if per_node and given not in (0, per_node) and not fields.get("accelerators_why"):
+        raise ConfigError(
+            path,
+            f"{where}.accelerators",
+            f"{given}, but matrix/hardware.yaml gives a {fields['hardware']} node {per_node} "
+            f"(every --tp and per-accelerator figure follows it): give {per_node}, or say why this "
+            "host differs in accelerators_why",
+        )
+    return given
+
+
+def load_inventory(path: Path, hardware_names: set[str] | Mapping | None = None) -> Inventory:
+    """`hardware_names`: the matrix's kinds; the catalogue itself (`matrix.hardware`) also holds
+    each host's accelerator count to its kind's."""
     path = Path(path)
     data = yamlfile.load(path, "inventory")
     if "hosts" not in data and "slurm" not in data:
@@ -200,6 +221,10 @@ def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Invent
             if "hardware" not in merged:
                 raise ConfigError(path, where, "missing field 'hardware' (e.g. cpu, b300)")
             _check_hardware(path, f"{where}.hardware", merged["hardware"], hardware_names)
+            catalogue = (
+                hardware_names.get(merged["hardware"]) if isinstance(hardware_names, Mapping) else None
+            )
+            accelerators = _accelerators(path, where, merged, catalogue)
         except ConfigError as exc:
             errors.append(exc)
             continue
@@ -221,7 +246,7 @@ def load_inventory(path: Path, hardware_names: set[str] | None = None) -> Invent
                 user=merged.get("user"),
                 identity=merged.get("identity"),
                 jump=merged.get("jump"),
-                accelerators=merged.get("accelerators", 1),
+                accelerators=accelerators,
                 labels=tuple(merged.get("labels", ())),
                 workdir=merged.get("workdir", "/tmp/dayzero"),
                 engine_setup=merged.get("engine_setup", ""),

@@ -69,6 +69,7 @@ class Report:
     findings: tuple[Finding, ...]
     needs_data: tuple[NeedsData, ...]
     commands: int
+    unreadable: tuple[str, ...] = ()  # a card's commands lint could not read (a LintError each)
 
 
 def _pin(card: ModelCard, field: str) -> tuple[str, str] | None:
@@ -144,8 +145,9 @@ def _pinned(card: ModelCard, parser: ArgvParser) -> str:
     if pin is None:
         raise LintError(f"{card.path}: engine.{field} is not set: lint reads commands at a pinned version")
     name, version = pin
-    if name != package:
-        raise LintError(f"{card.path}: engine.{field}: no parser for {name!r} (known: {package})")
+    if name != package and name not in parser.builds:
+        known = ", ".join((package, *parser.builds))
+        raise LintError(f"{card.path}: engine.{field}: no parser for {name!r} (known: {known})")
     return version
 
 
@@ -194,17 +196,32 @@ def _parse_in_venv(python: Path, script: Traversable, commands: list[dict], pack
     return json.loads(done.stdout)
 
 
-def lint_recipes(matrix: Matrix, recipes: Iterable[tuple[Cell, Recipe]]) -> list[Finding]:
-    """Parse every launch of these rendered recipes; findings grouped over a role's ranks."""
+def lint_recipes(
+    matrix: Matrix, recipes: Iterable[tuple[Cell, Recipe]], unreadable: list[str] | None = None
+) -> list[Finding]:
+    """Parse every launch of these rendered recipes; findings grouped over a role's ranks. A card
+    lint cannot read raises a LintError, or, where `unreadable` is given, is added to it and the
+    other cards are read all the same (one card's pin never hides another's findings)."""
+    failed: dict[str, str] = {}  # card path -> why it could not be read (the first reason)
+
+    def fail(card: ModelCard, exc: DayzeroError) -> None:
+        if unreadable is None:
+            raise LintError(str(exc)) from None
+        failed.setdefault(str(card.path) + card.engine.name, str(exc))
+
     # (cell, card, role, rank, parser, program, argv): `program` is what the parser reads the argv
     # as: a program's own name (llama-server, rpc-server) or the parser's kind
     jobs: list[tuple[Cell, ModelCard, str, int, ArgvParser, str, tuple[str, ...]]] = []
     for cell, recipe in recipes:
         card = matrix.card(cell)
-        for launch in recipe.launches:
-            parser, start = parser_of(card, launch.argv)
-            program = Path(launch.argv[0]).name if parser.read is not None else parser.kind
-            jobs.append((cell, card, launch.role, launch.rank, parser, program, tuple(launch.argv[start:])))
+        try:
+            for launch in recipe.launches:
+                parser, start = parser_of(card, launch.argv)
+                program = Path(launch.argv[0]).name if parser.read is not None else parser.kind
+                argv = tuple(launch.argv[start:])
+                jobs.append((cell, card, launch.role, launch.rank, parser, program, argv))
+        except LintError as exc:
+            fail(card, exc)
     answers: dict[tuple[str, tuple[str, ...]], list[dict]] = {}
     in_venv: dict[tuple[Path, Traversable], list[ArgvParser]] = {}
     for parser in {j[4].kind: j[4] for j in jobs if j[4].read is None}.values():
@@ -213,20 +230,31 @@ def lint_recipes(matrix: Matrix, recipes: Iterable[tuple[Cell, Recipe]]) -> list
         kinds = {p.kind for p in parsers}
         wanted = sorted({(j[5], j[6]) for j in jobs if j[4].kind in kinds})
         packages = sorted({p.pin[1] for p in parsers})
-        reply = _run_engine(python, [{"parser": k, "argv": list(a)} for k, a in wanted], script, packages)
+        try:
+            reply = _run_engine(python, [{"parser": k, "argv": list(a)} for k, a in wanted], script, packages)
+        except LintError as exc:
+            for j in jobs:
+                if j[4].kind in kinds:
+                    fail(j[1], exc)
+            continue
         answers.update(zip(wanted, reply["results"], strict=True))
         for card in {id(j[1]): j[1] for j in jobs}.values():
             used = {j[4].kind: j[4] for j in jobs if j[1] is card and j[4].kind in kinds}
-            _check_versions(card, reply["versions"], used.values())
+            try:
+                _check_versions(card, reply["versions"], used.values())
+            except LintError as exc:
+                fail(card, exc)
     for _, card, _, _, parser, program, argv in jobs:
         if parser.read is not None and (program, argv) not in answers:
             try:
                 answers[(program, argv)] = parser.read(_pinned(card, parser), argv, program)
             except DayzeroError as exc:
-                raise LintError(str(exc)) from None
+                fail(card, exc)
+    if unreadable is not None:
+        unreadable.extend(failed.values())
     grouped: dict[tuple, list[int]] = {}
     for cell, card, role, rank, _, program, argv in jobs:
-        for f in answers[(program, argv)]:
+        for f in answers.get((program, argv), ()):
             key = (cell, card, role, f["flag"], f["kind"], f["message"])
             grouped.setdefault(key, []).append(rank)
     return [
@@ -272,9 +300,10 @@ def lint_matrix(
             rendered.append((cell, render(matrix, cell, hosts)))
         except MissingValue as exc:
             needs.append(NeedsData(cell.id, str(exc)))
-    findings = lint_recipes(matrix, rendered)
+    unreadable: list[str] = []
+    findings = lint_recipes(matrix, rendered, unreadable)
     commands = sum(len(r.launches) for _, r in rendered)
-    return Report(tuple(findings), tuple(needs), commands)
+    return Report(tuple(findings), tuple(needs), commands, tuple(unreadable))
 
 
 def refusals(
@@ -282,6 +311,8 @@ def refusals(
 ) -> dict[str, list[str]]:
     """Cell id -> why its commands would be refused (findings, or a null value); clean cells absent."""
     report = lint_matrix(matrix, cells, hosts_for)
+    if report.unreadable:
+        raise LintError("; ".join(report.unreadable))
     out: dict[str, list[str]] = {}
     for f in report.findings:
         out.setdefault(f.cell, []).append(str(f))
@@ -290,12 +321,15 @@ def refusals(
     return out
 
 
-def main(matrix: Matrix, cells: Iterable[Cell] | None = None, out=None) -> int:
-    """Print the report; 0 clean, 1 findings (LintError propagates: exit 2)."""
+def main(matrix: Matrix, cells: Iterable[Cell] | None = None, out=None, err=None) -> int:
+    """Print the report, every card's findings; 0 clean, 1 findings, 2 a card lint could not read
+    (after the others' findings)."""
     out = out or sys.stdout
     report = lint_matrix(matrix, cells)
     for f in report.findings:
         print(f, file=out)
+    for why in report.unreadable:
+        print(f"dayzero lint: {why}", file=err or sys.stderr)
     for n in report.needs_data:
         print(f"needs data: {n.cell}: {n.message}", file=out)
     print(
@@ -303,4 +337,4 @@ def main(matrix: Matrix, cells: Iterable[Cell] | None = None, out=None) -> int:
         f"{len(report.needs_data)} cell(s) needing data",
         file=out,
     )
-    return 1 if report.findings else 0
+    return 2 if report.unreadable else 1 if report.findings else 0

@@ -13,12 +13,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dayzero.errors import ConfigError
+from dayzero.errors import ConfigError, raise_all
 from dayzero.spec import card as model_card
+from dayzero.spec import references, yamlfile
 from dayzero.spec import sweeps as sweep_spec
-from dayzero.spec import yamlfile
 from dayzero.spec.card import ModelCard, as_names, matches
 from dayzero.spec.cell import Cell
+from dayzero.spec.workloads import suites_dir
 
 HARDWARE_FILE = "hardware.yaml"
 MODELS_DIR = "models"
@@ -268,11 +269,25 @@ def _expand_variant(path: Path, name: str, data: dict, top: bool, hardware, axis
         raise ConfigError(path, f"{ENGINES}.{name}.{e.path}", e.message) from None
 
 
+def _placeholder_errors(path: Path, card: ModelCard, cells: list[Cell]) -> list[ConfigError]:
+    from dayzero.spec import recipe  # renders from a Matrix: imported here, not at the top
+
+    needed: dict[str, str] = {}
+    known = set(recipe.RENDERED) | set(card.vars)
+    for cell in cells:
+        if cell.published == "unsupported":
+            continue
+        needed = {**recipe.host_vars_needed(card, cell), **needed}
+        known |= set(card.hardware[cell.hardware].vars)
+    return references.placeholder_errors(path, needed, known)
+
+
 def load_matrix(root: Path) -> Matrix:
     root = Path(root)
     if not (root / HARDWARE_FILE).exists():
         raise ConfigError(root, "", f"no {HARDWARE_FILE} (the hardware catalogue) in the matrix directory")
     hardware = load_hardware(root / HARDWARE_FILE)
+    workload_files = references.suite_workloads(suites_dir(matrix_root=root))
     cards: dict[str, ModelCard] = {}
     engine_cards: dict[tuple[str, str], ModelCard] = {}
     cells: list[Cell] = []
@@ -285,10 +300,16 @@ def load_matrix(root: Path) -> Matrix:
         variants = engine_variants(path, data)
         kinds = [kind for variant in variants.values() for kind in _kinds(variant)]
         axis = frozenset(kind for kind in kinds if kinds.count(kind) > 1)
+        errors: list[ConfigError] = []
         for i, (name, variant) in enumerate(variants.items()):
-            cells.extend(_expand_variant(path, name, variant, i == 0, hardware, axis))
-            engine_cards[(data["model"], name)] = model_card.parse(path, variant)
-            sweep_spec.parse(engine_cards[(data["model"], name)])  # a bad sweep is a load error
+            mine = _expand_variant(path, name, variant, i == 0, hardware, axis)
+            cells.extend(mine)
+            card = engine_cards[(data["model"], name)] = model_card.parse(path, variant)
+            sweep_spec.parse(card)  # a bad sweep is a load error
+            overlay = (data.get(ENGINES) or {}).get(name) if i else None
+            errors += references.workload_errors(path, variant, workload_files, overlay, [ENGINES, name])
+            errors += _placeholder_errors(path, card, mine)
+        raise_all(list({str(e): e for e in errors}.values()))  # every reference at once, each once
         cards[data["model"]] = engine_cards[(data["model"], next(iter(variants)))]
     if not cards:
         raise ConfigError(root / MODELS_DIR, "", "no model cards (*.yaml) found")

@@ -72,6 +72,24 @@ def _problems(error: jsonschema.ValidationError) -> list[tuple[list, list, str]]
     return [(parts, parts, _describe(error))]
 
 
+def _duplicates(node: yaml.Node | None, parts: list) -> list[tuple[int, str, str]]:
+    """Keys given twice in one mapping, anywhere in the tree (a YAML loader keeps the last one)."""
+    out = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for k, v in node.value:
+            line = k.start_mark.line + 1
+            if k.value in first:
+                said = f"duplicate key {k.value!r} (line {line}; first at line {first[k.value]}): one is lost"
+                out.append((line, format_path([*parts, k.value]), said))
+            first.setdefault(k.value, line)
+            out += _duplicates(v, [*parts, k.value])
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out += _duplicates(v, [*parts, i])
+    return out
+
+
 def load(path: Path, schema_name: str) -> Any:
     """Parse and validate one file; raise ConfigError for its problems (the deepest of each), all
     of them (`ConfigErrors`) in the order of the file's lines."""
@@ -91,6 +109,8 @@ def load(path: Path, schema_name: str) -> Any:
             mark = getattr(exc, "problem_mark", None)
             where = f"line {mark.line + 1}" if mark else ""
             raise ConfigError(path, where, f"not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    twice = _duplicates(yaml.compose(text, Loader=_FAST_LOADER), [])
+    raise_all([ConfigError(path, where, message) for _, where, message in twice])
     validator = _validator(schema_name)
     errors = list(validator.iter_errors(data))
     if errors:

