@@ -10,6 +10,7 @@ from dayzero.cli.common import unknown_cell
 from dayzero.run.importers import evaluate, mismatches, parse, read_runs
 from dayzero.spec.card import floors_for
 from dayzero.spec.matrix import load_matrix
+from dayzero.spec.recipe import parallel_accelerators
 from dayzero.spec.workloads import suites_dir
 
 
@@ -56,8 +57,9 @@ def run(args) -> int:
     except ValueError as exc:
         raise SystemExit(f"dayzero: {args.file}: {exc}") from None
     hw = matrix.hardware[cell.hardware]
-    accelerators = args.accelerators or (hw.accelerators_per_node or 1) * cell.nodes
     card = matrix.card(cell)
+    used = parallel_accelerators(card, cell)
+    accelerators = args.accelerators or used or (hw.accelerators_per_node or 1) * cell.nodes
     held = [f for f in floors_for(card, cell) if imported.concurrency in (None, f.concurrency)]
     wrong = mismatches(card, held, chosen, suites_dir(matrix_root=matrix.root) / "workloads")
     if wrong:

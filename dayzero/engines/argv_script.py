@@ -98,9 +98,34 @@ def _drop(argv: list[str], i: int) -> list[str]:
     return argv[:i] + argv[j:]
 
 
+REPEATABLE = (
+    argparse._AppendAction,
+    argparse._AppendConstAction,
+    argparse._CountAction,
+    argparse._ExtendAction,
+)
+
+
+def given_twice(parser: argparse.ArgumentParser, argv: list[str]) -> list[dict]:
+    """A flag (or two of its names) given twice where argparse keeps only the last value: a mode
+    adding `--tp 2` to a recipe's `--tp 8` would launch one of them silently."""
+    seen: dict[str, str] = {}
+    findings = []
+    for token in argv:
+        flag = token.split("=", 1)[0]
+        action = parser._option_string_actions.get(flag) if token.startswith("-") else None
+        if action is None or isinstance(action, REPEATABLE):
+            continue
+        if action.dest in seen:
+            message = f"also given as {seen[action.dest]}: argparse keeps the last value"
+            findings.append({"flag": flag, "kind": "given twice", "message": message})
+        seen.setdefault(action.dest, flag)
+    return findings
+
+
 def check(parser: argparse.ArgumentParser, argv: list[str]) -> list[dict]:
     parser.error = _raise  # argparse calls self.error for every refusal; it exits otherwise
-    findings = []
+    findings = given_twice(parser, argv)
     for _ in range(len(argv) + 1):
         try:
             _, extra = parser.parse_known_args(argv)

@@ -46,7 +46,7 @@ from dayzero.spec.card import claims_for, golden_source
 from dayzero.spec.goldens import Golden, golden_path, load_golden, save_golden
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
-from dayzero.spec.recipe import Recipe, hosts_needed, render
+from dayzero.spec.recipe import Recipe, hosts_needed, parallel_accelerators, render
 from dayzero.spec.workloads import suites_dir
 
 __all__ = ["CellOutcome", "NoHost", "RunContext", "candidate_hosts", "new_run_id", "now_iso", "run_cell"]
@@ -508,7 +508,8 @@ def run_cell(
                     raise DeploymentError(f"golden not recorded: {why}")
                 record_golden(ctx, cell, run)
             elif not correctness_only:
-                measure(ctx, cell, ep, sum(h.accelerators for h in held.hosts), run.checks)
+                used = parallel_accelerators(ctx.matrix.card(cell), cell)
+                measure(ctx, cell, ep, used or sum(h.accelerators for h in held.hosts), run.checks)
                 if (unknown := version_check(run.version)) is not None:
                     run.checks.append(unknown)
         finally:

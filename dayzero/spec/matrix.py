@@ -170,6 +170,19 @@ def _validate_card(path: Path, data: dict, hardware: dict[str, Hardware]) -> Non
                 _check_refs(path, ["unsupported", i, "when", key], as_names(rule["when"][key]), known, key)
 
 
+def parallel_size(sizes: Mapping | None) -> int | None:
+    """Accelerators a mode's `parallel` sizes use (tp x dp x pp; EP splits within them), or None."""
+    return sizes.get("tp", 1) * sizes.get("dp", 1) * sizes.get("pp", 1) if sizes else None
+
+
+def _nodes(data: dict, kind: str, mode: str, hw: Hardware) -> int:
+    """The card's nodes of a kind, or as many as the mode's `parallel` sizes need."""
+    used = parallel_size(data["modes"][mode].get("parallel"))
+    if not used or not hw.accelerators_per_node:
+        return data["hardware"][kind].get("nodes", 1)
+    return -(-used // hw.accelerators_per_node)
+
+
 def expand_card(
     path: Path, data: dict, hardware: dict[str, Hardware], engine_axis: frozenset[str] = frozenset()
 ) -> list[Cell]:
@@ -183,7 +196,7 @@ def expand_card(
         for hw, mode, strategy, opts in itertools.product(
             entry["hardware"], entry["modes"], entry["strategies"], combos
         ):
-            nodes = data["hardware"][hw].get("nodes", 1)
+            nodes = _nodes(data, hw, mode, hardware[hw])
             engine = data["engine"]["name"] if hw in engine_axis else ""
             cell = Cell(model, hw, mode, strategy, opts, nodes=nodes, engine=engine)
             if cell.id in cells:

@@ -40,7 +40,7 @@ from dayzero.errors import ConfigError
 from dayzero.spec import container, mamba
 from dayzero.spec.card import ModelCard
 from dayzero.spec.inventory import Host
-from dayzero.spec.matrix import Cell, Matrix
+from dayzero.spec.matrix import Cell, Matrix, parallel_size
 from dayzero.spec.shell import exports, join
 
 
@@ -170,7 +170,7 @@ def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
             argv += _strs(hw.get("args")) + _strs(mode.get("args")) + _strs(spec.get("args"))
             for layer in layers:
                 if name in layer.get("roles", [name]):
-                    argv += _strs(layer.get("args"))
+                    argv = _without(argv, layer.get("replaces") or ()) + list(_strs(layer.get("args")))
                     env.update(layer.get("env", {}))
         elif spec.get("args"):
             argv += _strs(spec["args"])
@@ -193,6 +193,24 @@ def templates(card: ModelCard, cell: Cell) -> tuple[RoleTemplate, ...]:
             )
         )
     return tuple(out)
+
+
+def _without(argv: list[str], flags: Sequence[str]) -> list[str]:
+    """`argv` less each of `flags` and its value (`--f v` or `--f=v`): what a layer's `replaces` drops."""
+    out: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+            if not token.startswith("-"):
+                continue
+        if token in flags:
+            skip = True
+            continue
+        if token.split("=", 1)[0] in flags and "=" in token:
+            continue
+        out.append(token)
+    return out
 
 
 def _template_payload(t: RoleTemplate) -> dict:
@@ -224,7 +242,7 @@ def host_vars_needed(card: ModelCard, cell: Cell) -> dict[str, str]:
         where = f"modes.{cell.mode} ({t.role})"
         texts += [(where, text) for text in (*t.argv, *(v for _, v in t.env))]
         texts += [("engine.worker", text) for text in t.worker_argv]
-    defaults = _vars(card, cell)
+    defaults = {**_vars(card, cell), **_parallel(card, cell)}
     needed: dict[str, str] = {}
     for where, text in texts:
         for match in PLACEHOLDER.finditer(text):
@@ -283,8 +301,12 @@ def _substitute(text: str, values: dict[str, str], where: str, card: ModelCard) 
 
 
 def _tp(matrix: Matrix, cell: Cell, t: RoleTemplate, hosts: Sequence[Host]) -> str:
-    """Accelerators across a role's hosts. A count that is unknown (a null in the catalogue)
-    stops rendering where `{tp}` is used: the cell needs data, never a guessed `--tp`."""
+    """The mode's `parallel.tp`, else the accelerators across a role's hosts. A count that is
+    unknown (a null in the catalogue) stops rendering where `{tp}` is used: the cell needs data,
+    never a guessed `--tp`."""
+    stated = (matrix.card(cell).raw["modes"][cell.mode].get("parallel") or {}).get("tp")
+    if stated:
+        return str(stated)
     counts = [h.accelerators for h in hosts]
     if None not in counts:
         return str(sum(counts))
@@ -295,6 +317,18 @@ def _tp(matrix: Matrix, cell: Cell, t: RoleTemplate, hosts: Sequence[Host]) -> s
             f"is null (to confirm) and {cell.id} ({t.role}) needs it for {{tp}}",
         )
     return ""
+
+
+def parallel_accelerators(card: ModelCard, cell: Cell) -> int | None:
+    """The accelerators a cell uses by its mode's `parallel` sizes (tp x dp x pp), what its
+    per-accelerator figures divide by; None where the mode states none (every one of its hosts)."""
+    return parallel_size(card.raw["modes"][cell.mode].get("parallel"))
+
+
+def _parallel(card: ModelCard, cell: Cell) -> dict[str, str]:
+    """`{dp}`, `{ep}`, `{pp}` where the mode states them (`parallel:`)."""
+    sizes = card.raw["modes"][cell.mode].get("parallel") or {}
+    return {k: str(v) for k, v in sizes.items() if k != "tp"}
 
 
 def _container(matrix: Matrix, cell: Cell, host: Host, env_names: list[str], name: str) -> tuple[str, ...]:
@@ -374,6 +408,7 @@ def render(
                 "nnodes": str(len(role_hosts)),
                 "dist_init_addr": f"{role_hosts[0].address}:{DIST_INIT_PORT + port_offset}",
                 "peers": peers,
+                **_parallel(card, cell),
                 "tp": _tp(matrix, cell, t, role_hosts),
             }
             values["bind"] = _substitute(card.engine.bind, values, "engine.bind", card)

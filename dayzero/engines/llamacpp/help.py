@@ -75,9 +75,27 @@ def table(binary: Path) -> dict[str, dict]:
     return parsed
 
 
+# Value flags llama.cpp's arg parser lets a command repeat (each adds one more).
+REPEATABLE = frozenset(
+    {
+        "--lora",
+        "--lora-scaled",
+        "--control-vector",
+        "--control-vector-scaled",
+        "--override-kv",
+        "--override-tensor",
+        "-ot",
+        "--override-tensor-draft",
+        "-otd",
+    }
+)
+
+
 def check(args: dict[str, dict], argv: Sequence[str], program: str = "llama-server") -> list[dict]:
-    """Findings for an argv (without the program name): unknown, missing value, bad choice."""
+    """Findings for an argv (without the program name): unknown, missing value, bad choice, a
+    value flag given twice (llama.cpp keeps the last)."""
     findings = []
+    seen: set[str] = set()
     i = 0
     while i < len(argv):
         token = argv[i]
@@ -91,6 +109,11 @@ def check(args: dict[str, dict], argv: Sequence[str], program: str = "llama-serv
         i += 1
         if not entry["value"]:
             continue
+        if flag in seen and flag not in REPEATABLE:
+            findings.append(
+                {"flag": flag, "kind": "given twice", "message": f"{program} keeps the last value"}
+            )
+        seen.add(flag)
         if eq:
             value = inline
         elif i < len(argv) and (
