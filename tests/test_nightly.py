@@ -99,3 +99,41 @@ def test_a_slower_host_is_flagged_as_a_regression_and_an_unchanged_one_is_not(tm
         page = AllureReportPage(browser, n3 / "allure-report" / "index.html")
         assert re.search(r"Regression \(worse than the previous night[^\n]*\n2\b", page.categories())
         assert page.history("stubby/cpu/low_latency/baseline") == 2
+
+
+def test_a_lab_fault_night_whose_report_cannot_be_built_keeps_6_as_documented(tmp_path, monkeypatch, capsys):
+    """Issue 45: such a night exited 6 where the README said 3, and tools/nightly's header named
+    no 6. The README and the header now say what the code does: 3 only after a green run."""
+    from types import SimpleNamespace
+
+    from dayzero import exitcodes
+    from dayzero.report import allure_build
+    from dayzero.report import nightly as report_nightly
+
+    def no_report(*args, **kwargs):
+        raise allure_build.ReportError("npm not found")
+
+    args = SimpleNamespace(
+        root=str(tmp_path / "nightly"),
+        markers="",
+        workers="1",
+        band=10.0,
+        store=None,
+        suites_root=str(REPO),
+        no_report=False,
+        pytest_args=[],
+        hosts="hosts/local.yaml",
+        nightly_matrix=None,
+        matrix=str(REPO / "matrix"),
+    )
+    monkeypatch.setattr(allure_build, "build", no_report)
+    cases = [(exitcodes.LAB_FAULT, 6), (exitcodes.OK, 3), (exitcodes.TESTS_FAILED, 1)]
+    for run_status, night_status in cases:
+        ran = SimpleNamespace(returncode=run_status)
+        monkeypatch.setattr(report_nightly.subprocess, "run", lambda cmd, ran=ran, **kw: ran)
+        assert report_nightly.run_nightly(args) == night_status
+        assert "report not built: npm not found" in capsys.readouterr().err
+    header = (REPO / "tools" / "nightly").read_text().partition("# Exit status:")[2].partition("\n#\n")[0]
+    named = {int(n) for n in re.findall(r"\b(\d)\b", header)}
+    assert {status for status, _ in exitcodes.EXIT_STATUSES.values()} - {exitcodes.INTERNAL_ERROR} <= named
+    assert "3 when the report could not be built after a green run" in header
