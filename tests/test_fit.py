@@ -153,3 +153,29 @@ def test_json_holds_every_verdict_and_the_missing_fields(capsys):
     assert {v["precision"] for v in machine} == {"mxfp4", "q4_k", "q3_k", "q2_k"}
     assert all(v["word"] == "does not fit" for v in machine)
     assert doc["cache"]["bytes_per_token"] is None and doc["cache"]["needs_data"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [["--on", "xyz"], ["--precision", "int3"], ["--memory", "lots"], ["--context", "0"],
+     ["--concurrency", "0"], ["--tp", "0"], ["--context", "x"]],
+    ids=lambda o: " ".join(o),
+)  # fmt: skip
+def test_a_bad_option_value_is_bad_input_exit_2(options, capsys):
+    """Issue 45: `fit` exited 1 (the verb's "no") on a value it could not read, and sized a
+    context of 0 tokens; the verbs' table says bad input is 2."""
+    from dayzero import cli
+
+    try:
+        status = cli.main(["fit", "smollm2-135m", *options])
+    except SystemExit as exc:  # argparse's own refusal
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == 2 and options[0] in err, err
+
+
+def test_an_unknown_model_is_bad_input_exit_2(capsys):
+    from dayzero import cli
+
+    assert cli.main(["fit", "smollm3"]) == 2
+    assert "unknown model 'smollm3'" in capsys.readouterr().err

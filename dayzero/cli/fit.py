@@ -10,14 +10,43 @@ the card is answered on its own (its weights file, cache flags and reserve diffe
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 from dayzero.errors import DayzeroError
 from dayzero.spec import fit, hfconfig, sizing
 from dayzero.spec.matrix import load_matrix
+
+
+def _count(text: str):  # an argparse type, not a status: no `-> int` (tests/test_readme.py reads those)
+    """A size that must be at least 1 (a context of 0 tokens sizes nothing): else bad input, 2."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def _bad_input(args, matrix) -> str:
+    """Why an option's value cannot be read, or "": bad input exits 2, as the verbs' table says."""
+    try:
+        for target in args.on:
+            fit.parse_on(target, matrix.hardware)
+        if args.memory:
+            fit.parse_memory(args.memory)
+        for name in args.precision:
+            fit.precision(name)
+    except DayzeroError as exc:
+        return str(exc)
+    if args.model and not args.config and args.model not in matrix.cards:
+        return f"unknown model {args.model!r} (models: {', '.join(sorted(matrix.cards))})"
+    return ""
 
 
 def add(sub) -> None:
@@ -39,7 +68,7 @@ def add(sub) -> None:
     )
     for flag, what in (("--tp", "tensor"), ("--ep", "expert"), ("--pp", "pipeline")):
         p.add_argument(
-            flag, type=int, help=f"{what} parallel size (default: TP over a target's accelerators)"
+            flag, type=_count, help=f"{what} parallel size (default: TP over a target's accelerators)"
         )
     p.add_argument("--memory", help="a machine's memory to fit into, e.g. 64GB or 96GiB (a Mac Mini: 64GB)")
     p.add_argument(
@@ -51,12 +80,12 @@ def add(sub) -> None:
     )
     p.add_argument(
         "--context",
-        type=int,
+        type=_count,
         action="append",
         default=[],
         help="tokens per sequence (repeatable; default: 8192, 131072 and the model's context length)",
     )
-    p.add_argument("--concurrency", type=int, default=1, help="sequences held at once (default: 1)")
+    p.add_argument("--concurrency", type=_count, default=1, help="sequences held at once (default: 1)")
     p.add_argument("--json", action="store_true", help="print JSON instead of lines")
     p.set_defaults(func=run)
 
@@ -98,6 +127,9 @@ def _name(path: Path) -> str:
 
 def run(args) -> int:
     matrix = load_matrix(args.matrix)
+    if why := _bad_input(args, matrix):
+        print(f"dayzero: {why}", file=sys.stderr)
+        return 2
     if args.config:
         out = _from_config(args, matrix)
     elif not args.model:
