@@ -111,6 +111,9 @@ def test_every_unknown_hardware_kind_is_reported_with_the_closest(tmp_path, caps
     assert len(err) == 2 and all(line.startswith(f"dayzero: {path}: hosts.h") for line in err), err
     assert "unknown hardware 'b3000' (did you mean 'b300'?)" in err[0]
     assert "unknown hardware 'gb3000' (did you mean 'gb300'?)" in err[1]
+    text = Path(path).read_text().splitlines()
+    for line, kind in zip(err, ["b3000", "gb3000"], strict=True):  # issue 45: with its line
+        assert line.endswith(f"(line {text.index(f'    hardware: {kind}') + 1})"), (line, text)
 
 
 def test_one_error_reads_as_before(tmp_path):

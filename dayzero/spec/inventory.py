@@ -123,13 +123,17 @@ def _expand_local(value: str) -> str:
     return value.replace(LLAMA_CPP_TOKEN, str(server_dir())).replace(CACHE_TOKEN, str(cache_root()))
 
 
-def _check_hardware(path: Path, where: str, kind: str, hardware_names: set[str] | None) -> None:
+def _check_hardware(
+    path: Path, where: str, kind: str, hardware_names: set[str] | None, parts: tuple = ()
+) -> None:
+    """`parts`: where the kind is written (a host's, else `defaults`'), for the error's line."""
     if hardware_names is not None and kind not in hardware_names:
+        line = next(filter(None, (yamlfile.line_of(path, list(p)) for p in parts)), None)
         raise ConfigError(
             path,
             where,
             f"unknown hardware {kind!r}{did_you_mean(kind, hardware_names)}; "
-            f"expected one of {sorted(hardware_names)}",
+            f"expected one of {sorted(hardware_names)}" + (f" (line {line})" if line else ""),
         )
 
 
@@ -140,7 +144,7 @@ def _slurm(path: Path, data: dict, hardware_names: set[str] | None) -> SlurmClus
         raise ConfigError(path, "slurm.login", "transport ssh needs 'address' (the login node)")
     kinds = []
     for kind, fields in data["hardware"].items():
-        _check_hardware(path, f"slurm.hardware.{kind}", kind, hardware_names)
+        _check_hardware(path, f"slurm.hardware.{kind}", kind, hardware_names, (("slurm", "hardware", kind),))
         gres = fields.get("gres", "")
         kinds.append(
             SlurmHardware(
@@ -220,7 +224,8 @@ def load_inventory(path: Path, hardware_names: set[str] | Mapping | None = None)
         try:
             if "hardware" not in merged:
                 raise ConfigError(path, where, "missing field 'hardware' (e.g. cpu, b300)")
-            _check_hardware(path, f"{where}.hardware", merged["hardware"], hardware_names)
+            written = (("hosts", name, "hardware"), ("defaults", "hardware"))
+            _check_hardware(path, f"{where}.hardware", merged["hardware"], hardware_names, written)
             catalogue = (
                 hardware_names.get(merged["hardware"]) if isinstance(hardware_names, Mapping) else None
             )
