@@ -180,3 +180,14 @@ def test_each_night_is_ingested_and_its_regressions_worded(tmp_path):
 def test_a_night_without_a_reachable_store_says_why_and_goes_on(tmp_path):
     said = trends.night("postgresql://nobody@127.0.0.1:9/none?connect_timeout=2", tmp_path, [CELL])
     assert said["store"] == "127.0.0.1:9/none?connect_timeout=2" and "history store" in said["not_available"]
+
+
+def test_change_points_searched_in_two_processes_are_the_ones_searched_in_one(tmp_path):
+    cells = [f"m/cpu/mode/s{i:02d}" for i in range(16)]
+    with open_store(tmp_path / "h.sqlite") as store:
+        for i, cell in enumerate(cells):
+            values = levels((15, 100.0), (15, 100.0 - 2 * i))  # a step of 0-30%
+            store.ingest((f"{cell}{n}", d) for n, d in enumerate(series_docs(values, cell=cell)))
+        one = [c for cell in cells for c in trends.cell_changes(store, cell)]
+    two = trends.every_change(tmp_path / "h.sqlite", cells, jobs=2)
+    assert len(one) > 8 and two == one

@@ -101,6 +101,7 @@ def add(sub) -> None:
         "--regressions", action="store_true", help="only the change points that made a series worse"
     )
     labs(c)
+    c.add_argument("--jobs", type=int, default=None, help="processes searching (default: the cores)")
 
     r = verb(
         "prune",
@@ -198,11 +199,11 @@ def series(args) -> int:
 
 
 def changes(args) -> int:
-    from dayzero.history.trends import cell_changes
+    from dayzero.history.trends import every_change
 
     with _open(args) as store:
         cells = args.cell or store.cells()
-        found = [c for cell in cells for c in cell_changes(store, cell, args.since, lab=_lab(args))]
+    found = every_change(args.store or default_store(), cells, args.since, _lab(args), args.jobs)
     found = [c for c in found if c.regression or not args.regressions]
     _print(args, [c.to_json() for c in found], [f"{c.cell} [{c.lab}]: {c.describe()}" for c in found])
     return 0

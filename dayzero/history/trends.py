@@ -10,7 +10,9 @@ latency). For the night just ingested, each series' regressions are:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import multiprocessing
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from dayzero.history import changes
@@ -87,6 +89,31 @@ def cell_changes(
     for (run_lab, series), (higher, points) in store.cell_series(cell, vendor=vendor, lab=lab).items():
         out += [c for c in found(cell, series, higher, points, run_lab) if c.finished >= since]
     return out
+
+
+def every_change(
+    target, cells: Sequence[str], since: str = "", lab: str | None = None, jobs: int | None = None
+) -> list[SeriesChange]:
+    """`cell_changes` of many cells, shared among `jobs` processes (default: the cores), each
+    with its own connection to the store at `target`: the search is ~3 ms a 365-night series,
+    and a lab has thousands. In the cells' order."""
+    jobs = min(jobs or os.cpu_count() or 1, max(len(cells) // 8, 1))
+    parts = [(str(target), list(cells[i::jobs]), since, lab) for i in range(jobs)]
+    if jobs < 2:
+        return _changes_of(parts[0])
+    changes.detect([1.0] * 20)  # numpy and ruptures imported once, before the workers fork
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        found = [c for part in pool.map(_changes_of, parts) for c in part]
+    order = {cell: i for i, cell in enumerate(cells)}
+    return sorted(found, key=lambda c: order[c.cell])  # stable: each cell's own order kept
+
+
+def _changes_of(part: tuple[str, list[str], str, str | None]) -> list[SeriesChange]:
+    from dayzero.history.store import open_store
+
+    target, cells, since, lab = part
+    with open_store(target) as store:
+        return [c for cell in cells for c in cell_changes(store, cell, since, lab=lab)]
 
 
 def tonight(store: Store, cell: str, lab: str | None = None) -> dict[str, list[SeriesChange]]:
