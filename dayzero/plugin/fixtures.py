@@ -110,14 +110,19 @@ def run_cell_checked(
             allure_cell.label_failure(allure_cell.INFRASTRUCTURE)
             raise
         signals.raise_if_swallowed(since)
+        # a product failure reads as its check lines and where its evidence is, not as dayzero's
+        # source (fixtures, the test function); `--tb=long` (any --tb asked for) still shows it
+        trace = request.config.option.tbstyle != "auto"
+        evidence = f"\n  evidence: {outcome.evidence_path}" if outcome.evidence_path is not None else ""
         if outcome.error:
             allure_cell.label_failure(allure_cell.CORRECTNESS)
-            pytest.fail(outcome.error, pytrace=False)
+            pytest.fail(outcome.error + evidence, pytrace=False)
         failed = outcome.failed_checks
         if failed:
             allure_cell.label_failure(allure_cell.failure_category(c.to_json() for c in failed))
             lines = [f"{c.name}: {c.message}" for c in failed]
-            raise AssertionError(f"{cell.id}: {len(failed)} check(s) failed\n  " + "\n  ".join(lines))
+            head = f"{cell.id}: {len(failed)} check(s) failed"
+            pytest.fail("\n  ".join([head, *lines]) + evidence, pytrace=trace)
         if dayzero_baseline is not None and outcome.evidence_path is not None:
             _check_regressions(dayzero_baseline, json.loads(Path(outcome.evidence_path).read_text()))
         return outcome
