@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.memory import EngineMemory
+from dayzero.engines.template import CardTemplate
 from dayzero.engines.prometheus import SpecCounters, Totals
 
 # Run in an engine's virtualenv by `dayzero lint`: argparse parsers read there (SGLang's, vLLM's).
@@ -95,6 +96,8 @@ class Engine:
     logprobs_with_tools: bool = True
     # The flags setting its cache's element types and its share of device memory (`dayzero fit`).
     memory: EngineMemory = EngineMemory()
+    # What `dayzero card new` writes for it (None: no template; the card names it for a person to fill).
+    card_template: CardTemplate | None = None
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         """This launch serves /metrics (read around every phase)."""

@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 
 from dayzero.errors import ConfigError
 from dayzero.spec import yamlfile
+from dayzero.spec.cachetypes import mamba_geometry
 from dayzero.spec.cell import Cell
 
 MODE = "mode"  # a concurrency of "mode": the cell's mode's
@@ -704,8 +705,6 @@ def _mamba_ratio(data: Mapping[str, Any]) -> dict:
     given = dict(data.get("mamba_ratio") or {})
     if not given:
         return given
-    from dayzero.spec.fit import mamba_geometry  # fit sizes cards: imported here, not at the top
-
     sized = mamba_geometry(data, data["engine"].get("name"))
     return {**given, **{k: v for k, v in sized.items() if given.get(k) is None}}
 

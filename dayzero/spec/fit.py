@@ -18,9 +18,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from dayzero import engines
 from dayzero.engines.memory import EngineMemory
 from dayzero.errors import DayzeroError
+from dayzero.spec.cachetypes import STATE_KINDS, cache_dtypes, engine_memory, mamba_geometry
 from dayzero.spec.card import ModelCard
 from dayzero.spec.sizing import (
     DTYPE_BYTES,
@@ -32,14 +32,24 @@ from dayzero.spec.sizing import (
     Layout,
     Precision,
     cache,
-    dtype_bytes,
     from_card,
     weights_bytes,
 )
 
-__all__ = ["DTYPE_BYTES", "PRECISIONS", "Cache", "CacheDtypes", "Layers", "Layout", "cache", "weights_bytes"]
+__all__ = [
+    "DTYPE_BYTES",
+    "PRECISIONS",
+    "Cache",
+    "CacheDtypes",
+    "Layers",
+    "Layout",
+    "cache",
+    "cache_dtypes",
+    "engine_memory",
+    "mamba_geometry",
+    "weights_bytes",
+]
 GB = 1e9
-STATE_KINDS = ("mamba", "mamba2", "kda")
 MIB = 2**20
 
 
@@ -57,22 +67,6 @@ def precision(name: str) -> Precision:
 def card_precisions(card: ModelCard) -> list[str]:
     """The precisions the card's weight files are stored at (`model_files[].precision`)."""
     return [f.precision for f in card.model_files if f.role == "weights" and f.precision]
-
-
-def engine_memory(name: str | None) -> EngineMemory:
-    """The engine's cache flags and reserve; an engine this install lacks: none stated."""
-    found = engines.find(name)
-    return found.memory if found else EngineMemory()
-
-
-def cache_dtypes(argv: Sequence[str], memory: EngineMemory, model_dtype: str = "bfloat16") -> CacheDtypes:
-    """The K, V, conv and SSM element sizes a command sets, by the engine's own flags and defaults."""
-    t = memory.types(argv)
-    b = {k: dtype_bytes(v, model_dtype) for k, v in t.items()}
-    kv = f"K {t['k']}" + (f", V {t['v']}" if t["v"] != t["k"] else "")
-    said = f"{kv}: {b['k']:g}" + (f"/{b['v']:g}" if t["v"] != t["k"] else "") + " B"
-    said += f"; conv {t['conv']}: {b['conv']:g} B, state {t['ssm']}: {b['ssm']:g} B"
-    return CacheDtypes(b["k"], b["v"], b["conv"], b["ssm"], said.replace("auto", f"auto={model_dtype}"))
 
 
 def parse_memory(text: str) -> float:
@@ -331,22 +325,6 @@ def plan(
         contexts=contexts,
         concurrency=concurrency,
     )
-
-
-def mamba_geometry(card_data: Mapping, engine: str | None) -> dict:
-    """The Mamba ratio's state bytes per slot and KV bytes per token as `fit` sizes them (TP1, the
-    recipe's cache flags), for a card whose `mamba_ratio` leaves them out; {} where unknown."""
-    data = card_data.get("architecture")
-    if not data:
-        return {}
-    arch = from_card(data)
-    if not any(g.kind in STATE_KINDS for g in arch.layers):
-        return {}
-    argv = card_data.get("recipe", {}).get("command", ())
-    c = cache(arch, cache_dtypes(argv, engine_memory(engine), arch.dtype))
-    if c.missing or not c.per_token:
-        return {}
-    return {"state_bytes_per_slot": c.per_sequence, "kv_bytes_per_token": c.per_token}
 
 
 def weights_lines(fit: Fit) -> list[str]:

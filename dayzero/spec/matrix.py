@@ -282,19 +282,6 @@ def _expand_variant(path: Path, name: str, data: dict, top: bool, hardware, axis
         raise ConfigError(path, f"{ENGINES}.{name}.{e.path}", e.message) from None
 
 
-def _placeholder_errors(path: Path, card: ModelCard, cells: list[Cell]) -> list[ConfigError]:
-    from dayzero.spec import recipe  # renders from a Matrix: imported here, not at the top
-
-    needed: dict[str, str] = {}
-    known = set(recipe.RENDERED) | set(card.vars)
-    for cell in cells:
-        if cell.published == "unsupported":
-            continue
-        needed = {**recipe.host_vars_needed(card, cell), **needed}
-        known |= set(card.hardware[cell.hardware].vars)
-    return references.placeholder_errors(path, needed, known)
-
-
 def load_matrix(root: Path) -> Matrix:
     root = Path(root)
     if not (root / HARDWARE_FILE).exists():
@@ -321,7 +308,7 @@ def load_matrix(root: Path) -> Matrix:
             sweep_spec.parse(card)  # a bad sweep is a load error
             overlay = (data.get(ENGINES) or {}).get(name) if i else None
             errors += references.workload_errors(path, variant, workload_files, overlay, [ENGINES, name])
-            errors += _placeholder_errors(path, card, mine)
+            errors += references.placeholder_errors(path, variant, overlay, [ENGINES, name])
         raise_all(list({str(e): e for e in errors}.values()))  # every reference at once, each once
         cards[data["model"]] = engine_cards[(data["model"], next(iter(variants)))]
     if not cards:

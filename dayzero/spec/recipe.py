@@ -41,6 +41,7 @@ from dayzero.spec import container, mamba
 from dayzero.spec.card import ModelCard
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell, Matrix, parallel_size
+from dayzero.spec.references import PLACEHOLDER, RENDERED
 from dayzero.spec.shell import exports, join
 
 
@@ -48,7 +49,6 @@ class MissingValue(ConfigError):
     """A value the recipe needs is null in the matrix ("to confirm"): the cell needs data."""
 
 
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 DIST_INIT_PORT = 20000
 SERVER = "server"
 HTTP, TCP, ALIVE = "http", "tcp", "alive"  # how a launch is known to be ready
@@ -227,10 +227,6 @@ def _template_payload(t: RoleTemplate) -> dict:
 def _vars(card: ModelCard, cell: Cell) -> dict[str, str]:
     """The card's placeholder defaults, then its hardware entry's (a host's own vars win over both)."""
     return {**card.vars, **card.hardware[cell.hardware].vars}
-
-
-# The placeholders `render` fills itself; `role.<name>.*` and `secret.*` are its too.
-RENDERED = frozenset({"host", "port", "rank", "nnodes", "dist_init_addr", "peers", "tp", "bind", "weights"})
 
 
 def host_vars_needed(card: ModelCard, cell: Cell) -> dict[str, str]:

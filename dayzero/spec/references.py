@@ -9,6 +9,7 @@ closest known name.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -17,6 +18,11 @@ from dayzero.spec import yamlfile
 from dayzero.spec.suggest import did_you_mean
 
 DEFAULT_WORKLOAD = "default"
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
+# The placeholders `render` fills itself; `role.<name>.*` and `secret.*` are its too, and a mode's
+# `parallel` sizes (`dp`, `ep`, `pp`) where it states them.
+RENDERED = frozenset({"host", "port", "rank", "nnodes", "dist_init_addr", "peers", "tp", "bind", "weights"})
+LAUNCH_KEYS = ("weights", "engine", "recipe", "hardware", "modes", "strategies", "options")
 
 
 def _where(path: Path, parts: list, prefix: list) -> tuple[str, str]:
@@ -84,24 +90,49 @@ def workload_errors(
     return errors
 
 
-def placeholder_errors(path: Path, needed: Mapping[str, str], known: Iterable[str]) -> list[ConfigError]:
-    """Placeholders only a host could fill (`needed`: name -> where) that are one typo from a
-    rendered value or a card var: the card's error, not every inventory's."""
-    known = set(known)
+def _strings(value, parts: list) -> Iterable[tuple[list, str]]:
+    if isinstance(value, str):
+        yield parts, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _strings(v, [*parts, k])
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, [*parts, i])
+
+
+def _known(data: Mapping) -> set[str]:
+    """Every name a placeholder of the card may use without a host's vars."""
+    known = set(RENDERED) | set(data.get("vars") or {})
+    for entry in (data.get("hardware") or {}).values():
+        known |= set((entry or {}).get("vars") or {})
+    for mode in (data.get("modes") or {}).values():
+        known |= set(mode.get("parallel") or {})
+    return known
+
+
+def placeholder_errors(
+    path: Path, data: Mapping, overlay: Mapping | None = None, prefix: list = ()
+) -> list[ConfigError]:
+    """Placeholders of the launch sections that only a host could fill and are one typo from a
+    rendered value or a card var (`{weigths}`): the card's error, not every inventory's. A name
+    close to none (`{model_root}`) stays the inventory's to give."""
+    known = _known(data)
     errors = []
-    text = path.read_text().splitlines() if path and Path(path).is_file() else []
-    for name, where in needed.items():
-        hint = did_you_mean(name, known)
-        if not hint:
-            continue  # a host var of its own name (model_root): the inventory's to give
-        line = next((i + 1 for i, t in enumerate(text) if "{" + name + "}" in t), None)
-        at = f" (line {line})" if line else ""
-        errors.append(
-            ConfigError(
-                path,
-                where,
-                f"unknown placeholder {{{name}}}{at}{hint}: neither a value dayzero renders nor a var "
-                "of the card (a var only hosts set needs a name of its own)",
-            )
-        )
+    for key in LAUNCH_KEYS:
+        for parts, text in _strings(data.get(key), [key]):
+            for m in PLACEHOLDER.finditer(text):
+                name = m.group(1)
+                hint = did_you_mean(name, known)
+                if name in known or name.startswith(("role.", "secret.")) or not hint:
+                    continue
+                where, line = _where(path, parts, list(prefix) if key in (overlay or {}) else [])
+                errors.append(
+                    ConfigError(
+                        path,
+                        where,
+                        f"unknown placeholder {{{name}}}{line}{hint}: neither a value dayzero renders nor a "
+                        "var of the card (a var only hosts set needs a name of its own)",
+                    )
+                )
     return errors

@@ -25,6 +25,7 @@ from pathlib import Path
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import DISAGGREGATED, RANK, ArgvParser, Engine, venv_python
 from dayzero.engines.memory import EngineMemory
+from dayzero.engines.template import CardTemplate
 from dayzero.engines.prometheus import SpecCounters, Totals, parse_prometheus
 from dayzero.engines.sglang import log, router_log
 from dayzero.lab import cache
@@ -68,6 +69,40 @@ class SGLang(Engine):
     top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     counts_requests = True
     rank_label = "a non-endpoint sglang rank"
+    card_template = CardTemplate(
+        engine={
+            "name": "sglang",
+            "package": "sglang==0.5.23",
+            "router_package": "sglang-router==0.3.2",
+            "health_path": "/health",
+            "multinode_args": [
+                "--nnodes",
+                "{nnodes}",
+                "--node-rank",
+                "{rank}",
+                "--dist-init-addr",
+                "{dist_init_addr}",
+            ],
+        },
+        recipe={
+            "port": 30000,
+            "command": [
+                "sglang",
+                "serve",
+                "--model-path",
+                "{weights}",
+                "--tp",
+                "{tp}",
+                "--enable-metrics",
+                "--host",
+                "{bind}",
+                "--port",
+                "{port}",
+            ],
+        },
+        vendors=("NVIDIA", "AMD", "any"),
+        source="the SGLang cookbook's launch (sglang serve --model-path --tp), 0.5.23 (tools/build-sglang)",
+    )
     memory = EngineMemory(
         k=("--kv-cache-dtype",),
         conv_default="bfloat16",  # SGLANG_MAMBA_CONV_DTYPE's default

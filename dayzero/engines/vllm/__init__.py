@@ -24,6 +24,7 @@ from pathlib import Path
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import ArgvParser, Engine, venv_python
 from dayzero.engines.memory import EngineMemory
+from dayzero.engines.template import CardTemplate
 from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
 from dayzero.engines.vllm import log
 from dayzero.lab import cache
@@ -60,6 +61,26 @@ class VLLM(Engine):
     accounted = True
     top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     counts_requests = True
+    card_template = CardTemplate(
+        engine={"name": "vllm", "package": "vllm==0.32.0", "health_path": "/health"},
+        recipe={
+            "port": 8000,
+            "command": [
+                "vllm",
+                "serve",
+                "{weights}",
+                "--tensor-parallel-size",
+                "{tp}",
+                "--host",
+                "{bind}",
+                "--port",
+                "{port}",
+            ],
+        },
+        vendors=("NVIDIA", "AMD", "any"),
+        multinode=False,  # across nodes vLLM needs a Ray cluster: no template here
+        source="vLLM's quickstart (vllm serve MODEL --tensor-parallel-size), 0.32.0 (tools/build-vllm)",
+    )
     memory = EngineMemory(
         k=("--kv-cache-dtype",),
         conv=("--mamba-cache-dtype",),
