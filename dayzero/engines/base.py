@@ -18,8 +18,8 @@ from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.memory import EngineMemory
-from dayzero.engines.template import CardTemplate
 from dayzero.engines.prometheus import SpecCounters, Totals
+from dayzero.engines.template import CardTemplate
 
 # Run in an engine's virtualenv by `dayzero lint`: argparse parsers read there (SGLang's, vLLM's).
 ARGV_SCRIPT = resources.files("dayzero.engines").joinpath("argv_script.py")

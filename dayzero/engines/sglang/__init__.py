@@ -25,9 +25,9 @@ from pathlib import Path
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import DISAGGREGATED, RANK, ArgvParser, Engine, venv_python
 from dayzero.engines.memory import EngineMemory
-from dayzero.engines.template import CardTemplate
 from dayzero.engines.prometheus import SpecCounters, Totals, parse_prometheus
 from dayzero.engines.sglang import log, router_log
+from dayzero.engines.template import CardTemplate
 from dayzero.lab import cache
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import ArgvParser, Engine, venv_python
 from dayzero.engines.memory import EngineMemory
-from dayzero.engines.template import CardTemplate
 from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
+from dayzero.engines.template import CardTemplate
 from dayzero.engines.vllm import log
 from dayzero.lab import cache
 
