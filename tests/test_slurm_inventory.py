@@ -73,3 +73,31 @@ def test_inventory_needs_hosts_or_slurm(tmp_path):
     path = write_yaml(tmp_path / "s.yaml", {"description": "nothing"})
     with pytest.raises(ConfigError, match=r"s.yaml: <root>: expected 'hosts', 'slurm'"):
         load_inventory(path, KINDS)
+
+
+def test_a_run_says_when_slurm_serves_a_kind_whose_ssh_hosts_then_stand_idle(tmp_path):
+    """Issue 45: Slurm silently won over 4 B300 SSH hosts of the same inventory."""
+    from dayzero.lab.slurm_pool import unused_hosts
+
+    from .conftest import run_pytest
+
+    hosts = {f"b300-0{i}": {"address": f"10.0.0.{i}", "hardware": "b300", "accelerators": 8} for i in (1, 2)}
+    path = write_yaml(
+        tmp_path / "lab.yaml",
+        {
+            "defaults": {"vars": {"model_root": "/models"}},
+            "slurm": {
+                "partition": "gpu",
+                "hardware": {"b300": {"gres": "gpu:b300:8"}},
+                "vars": {"model_root": "/m"},
+            },
+            "hosts": {**hosts, "c": {"transport": "local", "hardware": "cpu"}},
+        },
+    )
+    line = "b300: served by Slurm partition gpu; its SSH host(s) b300-01, b300-02 are not used"
+    assert [x.partition(" (")[0] for x in unused_hosts(load_inventory(path, KINDS))] == [line]
+    result = run_pytest("-m", "b300", "--hosts", str(path), "--dry-run", f"--reports={tmp_path / 'out'}")
+    said = f"[dayzero] {line} (remove slurm.hardware.b300 to use them)"
+    assert said in result.stdout, result.stdout[-3000:]
+    quiet = run_pytest("-m", "cpu", "--hosts", str(path), "--dry-run", f"--reports={tmp_path / 'out'}")
+    assert "served by Slurm" not in quiet.stdout, "said only where a selected cell is of the kind"

@@ -40,7 +40,7 @@ from dayzero.lab.slurm import (
 from dayzero.lab.transport import RemoteProcess, Transport, open_transport
 from dayzero.lab.transport.base import CommandResult
 from dayzero.spec.card import ModelFile
-from dayzero.spec.inventory import Host, SlurmCluster, SlurmHardware
+from dayzero.spec.inventory import Host, Inventory, SlurmCluster, SlurmHardware
 from dayzero.spec.matrix import Hardware
 
 
@@ -166,6 +166,23 @@ def port_slots(addresses: dict[str, str]) -> dict[str, int]:
 
 def _natural(name: str) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def unused_hosts(inventory: Inventory) -> list[str]:
+    """A line for each kind the cluster serves that the inventory also has hosts of: its cells
+    go to the cluster and those hosts stand idle, which a lab should hear once, not guess."""
+    cluster = inventory.slurm
+    if cluster is None:
+        return []
+    lines = []
+    for kind in cluster.hardware:
+        if hosts := [h.name for h in inventory.for_hardware(kind.hardware)]:
+            partition = kind.partition or cluster.partition
+            lines.append(
+                f"{kind.hardware}: served by Slurm partition {partition}; its SSH host(s) "
+                f"{', '.join(hosts)} are not used (remove slurm.hardware.{kind.hardware} to use them)"
+            )
+    return lines
 
 
 @dataclass

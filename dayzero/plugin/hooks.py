@@ -15,6 +15,7 @@ import pytest
 from dayzero import __version__
 from dayzero.clock import now_iso
 from dayzero.errors import ConfigError
+from dayzero.lab.slurm_pool import unused_hosts
 from dayzero.lab.transport.ssh.config import check_jumps
 from dayzero.plugin import markers, signals
 from dayzero.plugin.crash import CrashedCells
@@ -125,6 +126,11 @@ def pytest_collection(session: pytest.Session) -> None:
     runnable = [c for c in cells if c.supported and not no_run(matrix, inventory, c)]
     if missing := missing_vars(matrix, inventory, runnable):
         raise pytest.UsageError("\n".join(f"dayzero: {m.line()}" for m in missing))
+    kinds = {c.hardware for c in runnable}
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    for line in unused_hosts(inventory):  # Slurm serves the kind: its SSH hosts stand idle
+        if tr is not None and line.split(":")[0] in kinds:
+            tr.write_line(f"[dayzero] {line}", yellow=True)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
