@@ -160,3 +160,27 @@ def test_lint_reports_every_cards_findings_even_when_one_card_cannot_be_read(mat
     assert "--spec-type: bad choice" in out.getvalue()  # the SmolLM2 card's finding, still reported
     (why,) = err.getvalue().splitlines()
     assert why.startswith(f"dayzero lint: {kimi}: engine.package: no parser for 'sglang-gpu'")
+
+
+def test_a_renamed_cell_carries_its_evidence_and_an_orphan_is_said_aloud(tmp_path, matrix_dir, capsys):
+    """Evidence of `smollm2-135m/cpu/...` from before the kind had two engines is the
+    `cpu+llama.cpp` cell's now; evidence of a cell no longer in the matrix is named on stderr
+    and in acceptance.md, not dropped without a word."""
+    from dayzero import evidence
+
+    from .test_acceptance import LL_BASE, doc, md_statuses
+
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    old = {**doc(matrix, LL_BASE), "cell": "smollm2-135m/cpu/low_latency/baseline"}
+    gone = {**doc(matrix, LL_BASE, run="r2"), "cell": "smollm2-135m/cpu/retired_mode/baseline"}
+    evidence.write(reports, old)
+    orphan = evidence.write(reports, gone)
+    args = ["--matrix", str(matrix_dir), "acceptance", "--reports", str(reports)]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    gone_id = "smollm2-135m/cpu/retired_mode/baseline"
+    assert err == [f"dayzero: {orphan}: orphaned evidence: no cell of the matrix is {gone_id!r}"]
+    md = reports / "acceptance.md"
+    assert md_statuses(md)[LL_BASE] == "Verified"  # carried to its new id, its recipe unchanged
+    assert "Orphaned evidence" in md.read_text() and "retired_mode" in md.read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from dayzero.cli.common import REPORTS, add_stale_after
@@ -26,7 +27,7 @@ def add(sub) -> None:
 
 
 def run(args) -> int:
-    from dayzero.report.acceptance import write_acceptance
+    from dayzero.report.acceptance import orphaned, write_acceptance
 
     matrix = load_matrix(args.matrix)
     trends = None
@@ -37,4 +38,6 @@ def run(args) -> int:
         with open_store(args.history) as store:
             trends = sparklines(store, [c.id for c in matrix.cells])
     print(write_acceptance(matrix, Path(args.reports), max_age_days=args.stale_after, trends=trends))
+    for cell_id, path in orphaned(matrix, Path(args.reports)):
+        print(f"dayzero: {path}: orphaned evidence: no cell of the matrix is {cell_id!r}", file=sys.stderr)
     return 0

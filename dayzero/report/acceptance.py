@@ -242,6 +242,28 @@ def row_for(
     return Row(cell, status, detail + flags, source, path, answered, accepted)
 
 
+def carried(matrix: Matrix, latest: Mapping[str, tuple[Path, dict]]) -> tuple[dict, list[tuple[str, Path]]]:
+    """The latest evidence by cell, that of a renamed cell (the engine axis added to or taken
+    from its kind) carried to its new id; and the evidence no cell of the matrix is (id, file)."""
+    ids = {c.id for c in matrix.cells}
+    out = {k: v for k, v in latest.items() if k in ids}
+    orphans = []
+    for cell_id, (path, doc) in latest.items():
+        if cell_id in ids:
+            continue
+        now = matrix.renamed(cell_id, doc["engine"]["name"])
+        if now is None:
+            orphans.append((cell_id, path))
+        elif now.id not in out or moment(doc["run"]["finished"]) > moment(out[now.id][1]["run"]["finished"]):
+            out[now.id] = (path, doc)
+    return out, orphans
+
+
+def orphaned(matrix: Matrix, reports_dir: Path) -> list[tuple[str, Path]]:
+    """Evidence of cells the matrix no longer has under any id: said aloud, never dropped silently."""
+    return carried(matrix, latest_evidence(reports_dir))[1]
+
+
 def rows(
     matrix: Matrix,
     reports_dir: Path,
@@ -249,7 +271,7 @@ def rows(
     now: dt.datetime | None = None,
     max_age_days: float = DEFAULT_MAX_AGE_DAYS,
 ) -> list[Row]:
-    latest = latest_evidence(reports_dir)
+    latest, _ = carried(matrix, latest_evidence(reports_dir))
     docs = [doc for _, doc in evidence.iter_evidence(reports_dir)]
     engines = current_engine_versions(docs)
     out = []
@@ -421,6 +443,9 @@ def _accepted_html(accepted: list[accepted_table.Accepted], esc) -> list[str]:
     ]
 
 
+ORPHANED = "Orphaned evidence (cells the matrix no longer has, under any id):"
+
+
 def write_acceptance(
     matrix: Matrix,
     reports_dir: Path,
@@ -442,8 +467,12 @@ def write_acceptance(
         f"{escape(f'{c.parent.name} on {c.stem}', 'html')}</a></li>"
         for c in cards
     ]
+    orphans = orphaned(matrix, reports_dir)
+    lost = [f"- `{escape(c, 'code')}`: [{p.name}]({_href(p, reports_dir)})" for c, p in orphans]
     out.write_text(
-        to_markdown(table, reports_dir) + ("\nBenchmark cards:\n\n" + "\n".join(md) + "\n" if md else "")
+        to_markdown(table, reports_dir)
+        + ("\nBenchmark cards:\n\n" + "\n".join(md) + "\n" if md else "")
+        + (f"\n{ORPHANED}\n\n" + "\n".join(lost) + "\n" if lost else "")
     )
     page = to_html(table, reports_dir, trends)
     if html:

@@ -80,6 +80,26 @@ class Matrix:
             return self.engine_cards[(cell.model, cell.engine)]
         return self.cards[cell.model]
 
+    def renamed(self, cell_id: str, engine: str) -> Cell | None:
+        """The cell an id of an older matrix is now, where only the engine axis changed: a kind
+        that gained a second engine (`cpu` -> `cpu+llama.cpp`) or lost it, for evidence of
+        `engine`; None where no cell of that model, kind, mode and strategy is served by it."""
+        parts = cell_id.split("/")
+        if len(parts) != 4:
+            return None
+        model, kind, mode, strategy = parts
+        hardware = kind.split("+", 1)[0]
+        for c in self.cells:
+            same = (c.model, c.hardware, c.mode, "+".join((c.strategy, *c.options))) == (
+                model,
+                hardware,
+                mode,
+                strategy,
+            )
+            if same and c.id != cell_id and self.card(c).engine.name == engine:
+                return c
+        return None
+
     @property
     def marker_names(self) -> dict[str, str]:
         """Every name usable with `-m`, with a description, whether or not a host can run it."""
