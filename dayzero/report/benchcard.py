@@ -20,7 +20,7 @@ from dayzero import atomic
 from dayzero.escape import escape
 from dayzero.history.pictures import charts
 from dayzero.report import cardplan
-from dayzero.report.acceptance import latest_evidence
+from dayzero.report.acceptance import carried, latest_evidence
 from dayzero.report.cost import Price, per_million_tokens, prices
 from dayzero.report.plots import Series, line_chart
 from dayzero.spec.card import MODE, Claim, ModelCard, as_names
@@ -215,7 +215,7 @@ def _floor_summary(check: dict) -> dict:
 def build(matrix: Matrix, reports_dir: Path, price_of: Mapping[str, Price] | None = None) -> list[BenchCard]:
     """Every (model, hardware kind) the matrix serves, from the latest evidence of each cell;
     `price_of` (a lab's `--prices` file) replaces the catalogue's prices."""
-    latest = latest_evidence(reports_dir)
+    latest, _ = carried(matrix, latest_evidence(reports_dir))  # a renamed cell's evidence: its new id's
     price_of = prices(matrix) if price_of is None else price_of
     out = []
     for card in matrix.cards.values():
