@@ -85,7 +85,7 @@ def run_check(args) -> int:
     from dayzero.lab.fanout import each
 
     matrix = load_matrix(args.matrix)
-    inventory = load_inventory(args.hosts, set(matrix.hardware))
+    inventory = load_inventory(args.hosts, matrix.hardware)
     missing = missing_vars(matrix, inventory, matrix.cells)
     unfit = 0
     if inventory.slurm is not None:
