@@ -260,7 +260,7 @@ def test_a_store_of_the_previous_schema_is_migrated_with_nothing_lost(target):
     _schema_2_store(target, docs)
     series = "output_throughput@random-64-32/c1"
     with open_store(target) as store:
-        assert store.version == len(history_store.MIGRATIONS) == 3
+        assert store.version == len(history_store.MIGRATIONS) == 4
         assert store.count() == 4 and store.labs() == ["unnamed"]
         points = store.series(CELL, series, vendor=True)
         assert [(p.value, p.vendor) for p in points] == [
