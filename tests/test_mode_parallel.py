@@ -107,3 +107,13 @@ def test_a_layer_that_replaces_a_flag_leaves_it_once(matrix_dir):
     for lc in decode:
         argv = shlex.split(lc.command)
         assert argv.count("--ep-size") == 1 and argv[argv.index("--ep-size") + 1] == "16"
+
+
+def test_fit_of_a_mode_judges_one_rank_of_its_layout(matrix_dir, capsys):
+    from dayzero import cli
+
+    with_tp2_mode(matrix_dir)
+    args = ["--matrix", str(matrix_dir), "fit", "kimi-k3.1-pro", "--precision", "mxfp4", "--on", "8xh200"]
+    assert cli.main([*args, "--mode", "tp2"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("8 x h200")]
+    assert ", TP2, " in line and "mxfp4 no: weights 743.8 GB a rank" in line  # 1488 GB over two ranks

@@ -66,6 +66,7 @@ def add(sub) -> None:
         help="a target (repeatable): KIND, COUNTxKIND or KIND=MEMORY, e.g. h100, 8xh200, mac=64GiB "
         "(default: the card's kinds, the nodes it places a replica on)",
     )
+    p.add_argument("--mode", help="judge one rank of this mode's parallel sizes (the card's `parallel:`)")
     for flag, what in (("--tp", "tensor"), ("--ep", "expert"), ("--pp", "pipeline")):
         p.add_argument(
             flag, type=_count, help=f"{what} parallel size (default: TP over a target's accelerators)"
@@ -90,10 +91,19 @@ def add(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _layout(args) -> fit.Layout | None:
-    if not (args.tp or args.ep or args.pp):
+def _layout(args, card=None) -> fit.Layout | None:
+    """`--tp/--ep/--pp`, else the `--mode`'s `parallel` sizes in the card, else None (TP over all)."""
+    sizes = {}
+    if card is not None and args.mode:
+        if args.mode not in card.raw["modes"]:
+            raise DayzeroError(
+                f"--mode {args.mode}: not a mode of {card.path} ({', '.join(card.raw['modes'])})"
+            )
+        sizes = card.raw["modes"][args.mode].get("parallel") or {}
+    tp, ep, pp = (args.tp or sizes.get("tp"), args.ep or sizes.get("ep"), args.pp or sizes.get("pp"))
+    if not (tp or ep or pp):
         return None
-    return fit.Layout(args.tp or 1, args.ep or 1, args.pp or 1)
+    return fit.Layout(tp or 1, ep or 1, pp or 1)
 
 
 def _from_config(args, matrix) -> dict:
@@ -162,7 +172,7 @@ def _from_card(args, matrix) -> dict:
             concurrency=args.concurrency,
             memory=memory,
             on=on,
-            layout=_layout(args),
+            layout=_layout(args, card),
         )
         if got is None:
             raise DayzeroError(f"{card.path}: no architecture: section (parameters, layers): nothing to size")
