@@ -35,7 +35,7 @@ from bench.common import load_average, machine, write_result  # noqa: E402
 from dayzero.history import changes, trends  # noqa: E402
 from dayzero.history.store import open_store  # noqa: E402
 from dayzero.report.nightly import compare_docs  # noqa: E402
-from tests.history_nights import CELL, night_doc  # noqa: E402
+from tests.history_nights import CELL, night_doc, noisy_year  # noqa: E402
 
 
 def year(cells: int, nights: int) -> tuple[list[list[dict]], dict[str, int]]:
@@ -45,11 +45,8 @@ def year(cells: int, nights: int) -> tuple[list[list[dict]], dict[str, int]]:
     out, planted = [], {}
     for c in range(cells):
         cell = f"{model}/{hardware}/{mode}/s{c:03d}"
-        level = 100 * (1 + 0.02 * rng.standard_normal(nights))
-        ttft = 50 * (1 + 0.02 * rng.standard_normal(nights))
-        at = int(rng.integers(nights // 4, nights - 30)) if c % 10 == 0 else None
+        level, ttft, at = noisy_year(rng, nights, c % 10 == 0)
         if at is not None:
-            level[at:] *= 0.9
             planted[cell] = at
         docs = []
         for n in range(nights):

@@ -114,3 +114,14 @@ def write_nights(root, docs: Sequence[dict]) -> list:
         night = root / "nights" / doc["run"]["finished"][:19].replace("-", "").replace(":", "")
         paths.append(evidence.write(night, doc))
     return paths
+
+
+def noisy_year(rng, nights: int, slowed: bool):
+    """A cell's throughput and TTFT levels night by night (2% noise), and, if `slowed`, the night
+    from which its throughput is 10% lower (else None): the history benches' series."""
+    level = 100 * (1 + 0.02 * rng.standard_normal(nights))
+    ttft = 50 * (1 + 0.02 * rng.standard_normal(nights))
+    at = int(rng.integers(nights // 4, nights - 30)) if slowed else None
+    if at is not None:
+        level[at:] *= 0.9
+    return level, ttft, at
