@@ -79,6 +79,14 @@ def test_every_cpu_cell_runs_green(main_job):
         assert all(c["details"]["comparison"] == "tokens and log-probabilities" for c in golden), doc["cell"]
         assert all(c["details"]["machine"]["cpu"] for c in golden)
         assert all(h["facts"]["machine"]["arch"] for h in doc["hosts"])
+        # and the golden teacher-forced where the engine can score a given text (SGLang, vLLM:
+        # every golden token ranked first or second); llama-server cannot, and the check says so
+        forced = [c["details"]["teacher_forced"] for c in golden]
+        if doc["engine"]["name"] in ("sglang", "vllm"):
+            assert all(f["ok"] and f["tokens"] > 0 and f["worst_rank"] <= 2 for f in forced), forced
+            assert any(r.endswith("/records/scores.json") for r in doc["records"])
+        else:
+            assert all(f["ok"] is None and f["message"].startswith("not scored: llama.cpp") for f in forced)
         # tool-call conformance, for real: llama-server's own tool calling and vLLM's own tool
         # parser (hermes) on the low_latency baseline cells
         tools = {c["name"]: c for c in doc["checks"] if c["name"].startswith("tools:")}

@@ -302,3 +302,49 @@ def test_a_request_missing_from_the_vllm_log_is_rejected(real_lab, tmp_path):
     report = _resigned(real_lab, {**members, log: text.replace(line + "\n", "", 1).encode()}, tmp_path)
     assert not report.accepted
     assert "engine.requests" in {f.requirement for f in report.findings}, report.lines()
+
+
+# -- teacher forcing: the goldens scored by SGLang and vLLM, recomputed from the bundle -------------
+
+
+def _scores_worsened(members: dict, ev: str, engine: str) -> dict:
+    """The code probe's scores with the engine's rank of one golden token made 9 (vLLM: its exact
+    rank; SGLang: its top-5 without that token, so past them)."""
+    from .submission_corpus.hostile import run_file
+    from .submission_corpus.tarkit import edit_json
+
+    def change(doc):
+        if engine == "vllm":
+            answer = next(r for r in doc["records"] if r["id"] == "code/s0")["response"]
+            token_id = str(answer["prompt_token_ids"][-5])
+            answer["prompt_logprobs"][-5][token_id]["rank"] = 9
+        else:
+            answer = next(r for r in doc["records"] if r["id"] == "code/s1")["response"]
+            n = len(
+                next(r for r in doc["records"] if r["id"] == "code/s0")["response"]["choices"][0][
+                    "prompt_token_ids"
+                ]
+            )
+            top = answer["choices"][0]["logprobs"]["top_logprobs"]
+            top[n - 5] = {f"x{i}": 0.0 for i in range(5)}
+
+    return edit_json(members, run_file(members, ev, "/scores.json"), change)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_the_real_scores_of_the_goldens_are_recomputed_and_an_edited_one_is_caught(
+    real_lab, engine, tmp_path
+):
+    """The engine's scores of each golden (records/scores.json) are in the bundle and the checker
+    re-derives the golden verdicts from them: one golden token's rank edited to fail is caught."""
+    from .submission_corpus.hostile import evidence_name
+
+    members = real_lab.members()
+    ev = evidence_name(members, engine=engine)
+    doc = json.loads(members[ev])
+    forced = [c["details"]["teacher_forced"] for c in doc["checks"] if c["name"].startswith("golden:")]
+    assert forced and all(f["ok"] for f in forced), forced
+    report = _resigned(real_lab, _scores_worsened(members, ev, engine), tmp_path)
+    assert not report.accepted
+    found = [f for f in report.findings if f.requirement == "recompute.golden"]
+    assert found and "golden:code" in found[0].line() and "ranks" in "\n".join(report.lines()), report.lines()

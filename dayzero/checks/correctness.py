@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
+from dayzero.checks.forced import judge as judge_forced
 from dayzero.checks.near_tie import compare_steps, spelled, spells, steps
 from dayzero.spec.card import GoldenPolicy, Probe
 from dayzero.spec.engine_identity import same_engine
@@ -167,6 +168,8 @@ def check_golden(
     golden_steps: object = None,
     output_steps: object = None,
     machine: Mapping | None = None,
+    forced: object = None,
+    forced_why: str = "",
 ) -> CheckResult:
     """The output against its golden under the mode's policy; `provenance` (the golden's) is kept
     in the details and compared with this run's recipe digest and engine version. Without a
@@ -174,7 +177,9 @@ def check_golden(
     a reference cell (the cell stays Pending). An output that misses the golden but meets one of
     its `alternates` (another machine's recording of the same recipe, with why) passes, naming it.
     `golden_steps`/`output_steps`: both sides' log-probabilities (`compare_answer`); `machine`:
-    the one this run's client ran on, kept beside the golden's."""
+    the one this run's client ran on, kept beside the golden's. `forced`: the engine's scores of
+    the golden's text (`dayzero.checks.forced`, teacher forcing), which must also hold; where
+    there are none, `forced_why` says why (kept in the details)."""
     name = f"golden:{probe_id}"
     if expected is None:
         return CheckResult(
@@ -197,17 +202,33 @@ def check_golden(
                 ok, message = True, f"{alt_message} (the alternate golden recorded on {where})"
                 details["alternate"] = {"golden": text, "provenance": dict(recorded)}
                 break
+    if forced is not None:
+        forcing = judge_forced(
+            expected,
+            steps(golden_steps),
+            forced,
+            max_rank=policy.forced_max_rank,
+            mean_nats=policy.forced_mean_nats,
+        )
+        details["teacher_forced"] = {"ok": forcing.ok, "message": forcing.message, **forcing.details}
+        ok, message = ok and forcing.ok, f"{message}; {forcing.message}"
+    elif forced_why:
+        details["teacher_forced"] = {"ok": None, "message": f"not scored: {forced_why}"}
+        message = f"{message}; golden not scored by the engine ({forced_why})"
     if provenance is not None:
         details["golden_provenance"] = dict(provenance)
         if differs := provenance_differs(provenance, recipe_digest, engine_version):
             details["provenance_differs"] = differs
             message = f"{message} ({'; '.join(differs)})"
+    bound = policy.describe()
+    if forced is not None:
+        bound += f"; scored: ranks <= {policy.forced_max_rank}, mean within {policy.forced_mean_nats} nats"
     return CheckResult(
         name,
         "correctness",
         PASSED if ok else FAILED,
         message,
         measured=actual,
-        bound=policy.describe(),
+        bound=bound,
         details=details,
     )

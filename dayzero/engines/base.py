@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -98,6 +98,20 @@ class Engine:
     memory: EngineMemory = EngineMemory()
     # What `dayzero card new` writes for it (None: no template; the card names it for a person to fill).
     card_template: CardTemplate | None = None
+
+    # Why it cannot score a given text (teacher forcing a golden, dayzero.checks.forced); "" where
+    # it can: `score_calls` are what the loadgen client sends, `scored` reads their answers.
+    cannot_score: str = "its API returns no log-probabilities of a given text"
+
+    def score_calls(self, prompt: str, continuation: str, top: int) -> list[dict]:
+        """The calls ({path, body, prompt_from}) that score `continuation` as the assistant's
+        answer to the chat `prompt`, `top` alternatives a token ([] where it cannot)."""
+        return []
+
+    def scored(self, responses: Sequence[Mapping]) -> list[list] | None:
+        """[token, logprob, rank] of every scored prompt token, read from the answers to
+        `score_calls` (None where they do not hold them)."""
+        return None
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         """This launch serves /metrics (read around every phase)."""

@@ -269,7 +269,7 @@ def new_record(req, proc):
         # Goldens by log-probabilities: per generated token [token, logprob, [[alt, logprob], ...]]
         # (dayzero.checks.near_tie reads this form).
         record["logprobs"] = []
-    if "turns" not in req:  # a session's turns: `one` digests each turn
+    if "turns" not in req and record["kind"] != "score":  # a session's turns: `one` digests each
         record["prompt_digest"] = prompt_digest(req)
     return record
 
@@ -380,6 +380,67 @@ async def stream(conn, base_path, req, proc, messages=None, watch=None):
     return record
 
 
+async def score(conn, base_path, req, proc, timeout, watch=None):
+    """A continuation scored by the engine (teacher forcing a golden; `dayzero.engines`' `score_calls`):
+    its calls in order, each answered whole (prompt log-probabilities are not streamed), a call's
+    `prompt_from` taking the previous answer's value at that path as its prompt. One raw record a
+    call (`<id>/s<k>`), the answer kept whole for the engine's `scored` to read."""
+    out, previous = [], None
+    for k, call in enumerate(req["calls"]):
+        body = {"model": req.get("model", "default"), "temperature": 0.0, **call["body"], "stream": False}
+        record = new_record(
+            {"id": f"{req['id']}/s{k}", "kind": "score", "max_tokens": body["max_tokens"]}, proc
+        )
+        out.append(record)
+        record["send"] = now()
+        try:
+            if call.get("prompt_from"):
+                body["prompt"] = _dig(previous, call["prompt_from"])
+            status, headers, record["reused"] = await asyncio.wait_for(
+                conn.send("POST", base_path.rstrip("/") + call["path"], json.dumps(body).encode()), timeout
+            )
+            data = b""
+            async for piece in _body(conn.reader, headers):
+                data += piece
+                if watch is not None:
+                    watch.heard()
+            if status != 200:
+                record["error"] = f"HTTP {status}: " + data[:300].decode("utf-8", "replace")
+            else:
+                previous = record["response"] = json.loads(data)
+                record["usage"] = previous.get("usage")
+                choice = (previous.get("choices") or [{}])[0]
+                record["text"] = choice.get("text") or (choice.get("message") or {}).get("content") or ""
+                record["finish_reason"] = choice.get("finish_reason")
+            if headers.get("connection", "").lower() == "close":
+                conn.close()
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            HttpError,
+            asyncio.IncompleteReadError,
+            asyncio.TimeoutError,
+        ) as exc:
+            record["error"] = f"{type(exc).__name__}: {exc}"
+            conn.close()
+        record["end"] = now()
+        if record["error"]:
+            break
+    return out
+
+
+def _dig(doc, path):
+    """The value at `path` (keys and list indices) of a JSON answer; KeyError where there is none."""
+    for key in path:
+        try:
+            doc = doc[key]
+        except (KeyError, IndexError, TypeError):
+            raise KeyError(f"the previous answer has no {'.'.join(map(str, path))}") from None
+    return doc
+
+
 # --- one client process -------------------------------------------------------------------------
 
 
@@ -439,6 +500,12 @@ async def _run_items(url, items, concurrency, proc, timeout, lag_interval, watch
         return rec
 
     async def one(conn, item):
+        if item.get("kind") == "score":
+            watch.in_flight += 1
+            try:
+                return await score(conn, base_path, item, proc, timeout, watch)
+            finally:
+                watch.in_flight -= 1
         if "turns" not in item:
             return [await bounded(conn, item)]
         # A multi-turn session: each turn resends the history with the model's own answers, so

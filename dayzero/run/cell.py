@@ -287,6 +287,7 @@ def _probe(
     if record_goldens:
         return checks
     machine = (answer.get("client") or {}).get("machine")
+    forced = score_goldens(ctx, cell, ep, golden)
     for p in probe_plan.probes:
         expected = golden.outputs.get(p.id) if golden else None
         provenance = golden.provenance if golden else None  # compared with this run's recipe and engine
@@ -304,9 +305,24 @@ def _probe(
                 golden_steps=golden.tokens.get(p.id) if golden else None,
                 output_steps=by_id[p.id].get("logprobs"),
                 machine=machine,
+                forced=forced.get(p.id, (None, ""))[0],
+                forced_why=forced.get(p.id, (None, ""))[1],
             )
         )
     return checks
+
+
+def score_goldens(ctx: RunContext, cell: Cell, ep: Endpoint, golden: Golden | None) -> dict:
+    """The goldens' texts scored by the engine under test (teacher forcing), where it can: per
+    probe, its scores or None and why not (`plan.ScorePlan.forced`)."""
+    score_plan, why = plan.scores(ctx.matrix.card(cell), cell, golden.outputs if golden else None)
+    if score_plan is None:
+        return {p.id: (None, why) for p in ctx.matrix.card(cell).probes}
+    spec = {"action": "requests", "url": ep.url, "concurrency": 1, "requests": score_plan.requests()}
+    answer, _ = metered(ep, score_plan.phase, lambda: ep.client(spec, 600))
+    ep.alive()
+    save_records(ctx, cell, score_plan.phase, answer)
+    return score_plan.forced(answer["records"])
 
 
 def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:

@@ -82,6 +82,57 @@ def probes(card: ModelCard, cell: Cell) -> ProbePlan:
 
 
 @dataclass(frozen=True)
+class ScorePlan:
+    """The probes' goldens scored by the engine under test (teacher forcing, `dayzero.checks.
+    forced`): one request a probe whose golden has a text, made of the engine's own calls."""
+
+    engine: str
+    prompts: tuple[tuple[str, str, str], ...]  # (probe id, prompt, the golden's text)
+    phase: str = records.SCORES
+    concurrency: int = 1
+    top: int = TOP_LOGPROBS
+
+    def requests(self) -> list[dict]:
+        engine = engines.find_or_plain(self.engine)
+        return [
+            {"id": pid, "kind": "score", "max_tokens": 1, "calls": engine.score_calls(prompt, text, self.top)}
+            for pid, prompt, text in self.prompts
+        ]
+
+    def forced(self, answered: Sequence[Mapping]) -> dict[str, tuple[list | None, str]]:
+        """Per probe, the engine's scores read from the phase's raw records (one a call,
+        `<probe>/s<k>`), or None and why not."""
+        engine = engines.find_or_plain(self.engine)
+        out = {}
+        for pid, _, _ in self.prompts:
+            mine = sorted(
+                (r for r in answered if str(r.get("id", "")).startswith(f"{pid}/s")), key=lambda r: r["id"]
+            )
+            if failed := next((r for r in mine if r.get("error")), None):
+                out[pid] = None, f"the scoring call failed: {failed['error']}"
+            elif (entries := engine.scored([r.get("response") for r in mine])) is None:
+                out[pid] = None, "no scores in the engine's answers"
+            else:
+                out[pid] = entries, ""
+        return out
+
+
+def scores(card: ModelCard, cell: Cell, goldens: Mapping[str, str] | None) -> tuple[ScorePlan | None, str]:
+    """The scoring plan of a cell's probes against their golden texts (`goldens`: probe id ->
+    text), or None and why there is none (the golden check keeps the reason)."""
+    _, policy = golden_source(card, cell)
+    engine = engines.find_or_plain(card.engine.name)
+    if not policy.by_tokens:
+        return None, f"the {policy.policy} policy compares text"
+    if engine.cannot_score:
+        return None, f"{engine.display or card.engine.name}: {engine.cannot_score}"
+    prompts = tuple((p.id, p.prompt, goldens[p.id]) for p in card.probes if goldens and p.id in goldens)
+    if not prompts:
+        return None, "no golden to score"
+    return ScorePlan(card.engine.name, prompts), ""
+
+
+@dataclass(frozen=True)
 class MeasurementPlan:
     """One measurement: a workload at a concurrency, repeated; the floors evaluated on it."""
 

@@ -7,6 +7,7 @@ after a phase are kept beside its records as `records/<phase>.metrics.json` (a s
 server-side account of the phase). The phases are:
 
     probes                              the card's probes
+    scores                              the probes' goldens scored by the engine (teacher forcing)
     accuracy-<eval>                     one accuracy gate's questions
     spec-<workload>                     speculative acceptance on one workload
     tools-<suite>                       one tool-use suite's cases (tool-call conformance)
@@ -31,6 +32,7 @@ RUNS = "runs"
 RECORDS = "records"
 LOGS = "logs"
 PROBES = "probes"
+SCORES = "scores"
 METRICS_SUFFIX = ".metrics.json"
 # `throughput-c<k>`: what older runs named their performance records
 _PERFORMANCE = re.compile(r"^(?:perf|throughput)-(?P<load>.+?)(?:-r\d+)?$")

@@ -35,8 +35,18 @@ DEFAULT_EOS = ("<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end|>")
 # (docs/goldens.md) and below what a wrong template, RoPE base, weight or tokenizer does.
 NEAR_TIE_NATS = 0.5
 DRIFT_NATS = 1.0
-_BOUND = {"near_tie_nats": NEAR_TIE_NATS, "drift_nats": DRIFT_NATS}
-TOP_LOGPROBS = 5  # the top-k a probe asks for with each generated token
+# Teacher forcing (dayzero.checks.forced): the golden's own tokens scored by the engine under test
+# rank first, or second at a near-tie; their mean log-probability stays within this many nats a
+# token of the golden's own (cross-kernel drift measured ~0.01; a wrong RoPE base moves it ~1).
+FORCED_MAX_RANK = 2
+FORCED_MEAN_NATS = 0.25
+_BOUND = {
+    "near_tie_nats": NEAR_TIE_NATS,
+    "drift_nats": DRIFT_NATS,
+    "forced_max_rank": FORCED_MAX_RANK,
+    "forced_mean_nats": FORCED_MEAN_NATS,
+}
+TOP_LOGPROBS = 5  # the top-k a probe asks for with each generated token (and a scoring call)
 GOLDEN_FIELDS = {"exact": (), "first_n_tokens": ("n",), "similarity": ("min_ratio",), "contains": ()}
 
 
@@ -102,6 +112,9 @@ class GoldenPolicy:
     # the tokens agree, their log-probabilities may drift this much from the golden's.
     near_tie_nats: float = NEAR_TIE_NATS
     drift_nats: float = DRIFT_NATS
+    # where the engine can score a given text, the golden teacher-forced: worst rank, mean drift
+    forced_max_rank: int = FORCED_MAX_RANK
+    forced_mean_nats: float = FORCED_MEAN_NATS
 
     @property
     def by_tokens(self) -> bool:
@@ -123,13 +136,7 @@ class GoldenPolicy:
         """As a golden file keeps it: the policy and the parameters it uses."""
         out = {"policy": self.policy, **{k: getattr(self, k) for k in GOLDEN_FIELDS[self.policy]}}
         if self.by_tokens:  # the near-tie bounds where the card set its own
-            out.update(
-                {
-                    k: getattr(self, k)
-                    for k in ("near_tie_nats", "drift_nats")
-                    if getattr(self, k) != _BOUND[k]
-                }
-            )
+            out.update({k: getattr(self, k) for k in _BOUND if getattr(self, k) != _BOUND[k]})
         return out
 
 

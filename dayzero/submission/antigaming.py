@@ -98,6 +98,8 @@ def expected_requests(requests: list[dict]) -> list[tuple[str, int]]:
     for req in requests:
         if "turns" in req:
             out += [(f"{req['id']}/t{k}", turn["max_tokens"]) for k, turn in enumerate(req["turns"])]
+        elif "calls" in req:  # a scoring request: one record a call (`loadgen.client.score`)
+            out += [(f"{req['id']}/s{k}", call["body"]["max_tokens"]) for k, call in enumerate(req["calls"])]
         else:
             out.append((req["id"], req["max_tokens"]))
     return out
@@ -231,6 +233,18 @@ def _other_requests(s: Subject, ref: Reference, plans_of, requirement: str, aske
     ]
 
 
+def check_score_requests(s: Subject, ref: Reference) -> list[Finding]:
+    """The goldens were scored as the plan asks: the maintainers' golden texts, each engine call
+    once (which text a call scored is the golden check's: its scores must spell that text)."""
+    return _other_requests(
+        s,
+        ref,
+        lambda v: [p for p in [v.scores] if p],
+        "antigaming.probes",
+        lambda sp: "scoring calls of the goldens",
+    )
+
+
 def check_accuracy_requests(s: Subject, ref: Reference) -> list[Finding]:
     """The accuracy gate asked the eval set's questions, each once, with the gate's max_tokens."""
     return _other_requests(
@@ -295,6 +309,7 @@ CHECKS = (
     check_workload,
     check_concurrency,
     check_probe_requests,
+    check_score_requests,
     check_accuracy_requests,
     check_speculative_requests,
     check_tool_call_requests,

@@ -14,7 +14,14 @@ from pathlib import Path
 
 from dayzero.checks import CheckResult
 from dayzero.run import plan, records
-from dayzero.run.plan import AccuracyPlan, MeasurementPlan, ProbePlan, SpeculativePlan, ToolCallPlan
+from dayzero.run.plan import (
+    AccuracyPlan,
+    MeasurementPlan,
+    ProbePlan,
+    ScorePlan,
+    SpeculativePlan,
+    ToolCallPlan,
+)
 from dayzero.run.sweeps import SweepPlan, SweepPoint, plans
 from dayzero.spec.card import Floor, ModelCard
 from dayzero.spec.goldens import Golden, load_golden
@@ -69,6 +76,12 @@ class CellView:
     @cached_property
     def probes(self) -> ProbePlan:
         return plan.probes(self.card, self.cell)
+
+    @cached_property
+    def scores(self) -> ScorePlan | None:
+        """The goldens' scoring plan (teacher forcing), None where the engine cannot score."""
+        golden = self.golden
+        return plan.scores(self.card, self.cell, golden.outputs if golden else None)[0]
 
     @cached_property
     def measurements(self) -> tuple[MeasurementPlan, ...]:

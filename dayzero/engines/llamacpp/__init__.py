@@ -54,6 +54,8 @@ class LlamaCpp(Engine):
     accounted = True
     top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     logprobs_with_tools = False  # asked with tools, its tool calls came back as none (0 of 6, measured)
+    # a given text would take one request a token
+    cannot_score = "llama-server returns log-probabilities of generated tokens only (n_probs)"
     rank_label = "an rpc-server"
     memory = EngineMemory(
         k=("-ctk", "--cache-type-k"),

@@ -19,14 +19,14 @@ Lint reads commands with `ServerArgs` and the router's `RouterArgs` in the engin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import DISAGGREGATED, RANK, ArgvParser, Engine, venv_python
 from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals, parse_prometheus
-from dayzero.engines.sglang import log, router_log
+from dayzero.engines.sglang import log, router_log, score
 from dayzero.engines.template import CardTemplate
 from dayzero.lab import cache
 
@@ -114,6 +114,14 @@ class SGLang(Engine):
         "arg_groups/memory_hook.py (mem_fraction_static left unset: 512 MiB + 1.5 x the 8192-token "
         "chunked prefill + TP/8 GiB reserved, at least 10 GiB on a GPU over 60 GiB; CUDA graphs not counted)",
     )
+
+    cannot_score = ""  # it can: engines/sglang/score.py
+
+    def score_calls(self, prompt: str, continuation: str, top: int) -> list[dict]:
+        return score.calls(prompt, continuation, top)
+
+    def scored(self, responses: Sequence[Mapping]) -> list[list] | None:
+        return score.scored(responses)
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         return "--enable-metrics" in argv

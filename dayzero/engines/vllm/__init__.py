@@ -18,7 +18,7 @@ virtualenv (`argv_script.py`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dayzero.engines.account import ServerAccount
@@ -26,7 +26,7 @@ from dayzero.engines.base import ArgvParser, Engine, venv_python
 from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
 from dayzero.engines.template import CardTemplate
-from dayzero.engines.vllm import log
+from dayzero.engines.vllm import log, score
 from dayzero.lab import cache
 
 SPEC = (
@@ -91,6 +91,14 @@ class VLLM(Engine):
         "mamba_cache_dtype and mamba_ssm_cache_dtype 'auto' (the model's dtype)",
     )
     rank_label = "a non-endpoint vllm rank"
+
+    cannot_score = ""  # it can: engines/vllm/score.py
+
+    def score_calls(self, prompt: str, continuation: str, top: int) -> list[dict]:
+        return score.calls(prompt, continuation, top)
+
+    def scored(self, responses: Sequence[Mapping]) -> list[list] | None:
+        return score.scored(responses)
 
     def serves_metrics(self, argv: Sequence[str]) -> bool:
         return True  # always, at the API server's /metrics
