@@ -24,6 +24,7 @@ from dayzero.cli import (
     nightly,
     recipe,
     report,
+    site,
     submission,
 )
 from dayzero.errors import ConfigError, DayzeroError
@@ -40,6 +41,7 @@ VERBS = (
     report,
     nightly,
     history,
+    site,
     submission,
     import_,
     engine,

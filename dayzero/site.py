@@ -1,0 +1,160 @@
+"""`dayzero site`: a static results site from the history store, across labs, kinds and nights.
+
+Static files only (no server to run or secure; any web server or object store hosts them):
+`index.html` (a grid per model: the model's cells, grouped by hardware kind, against the labs
+that ran them; each entry its latest verdict and main series' sparkline), one page per cell at
+`cells/<cell id with / as __>.html` (a stable deep link: the cell id; each lab's every series
+with its change points, attributed, and the cell's latest runs), and one page per night at
+`nights/<YYYY-MM-DD>.html` (the runs that finished that UTC day, per lab, and the change points
+whose first night it is). `pages` is pure over what the store holds; `write` puts them on disk.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+
+from dayzero import atomic
+from dayzero.evidence import slug
+from dayzero.history import pictures, trends
+from dayzero.history.trends import SeriesChange
+
+STYLE = """body{font-family:sans-serif;margin:1.5em;color:#111}
+table{border-collapse:collapse;margin:.5em 0 1.5em}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:middle}th{background:#f3f4f6}
+.passed{color:#15803d}.failed{color:#b91c1c}.broken{color:#a16207}.regression{color:#b91c1c}
+a{color:#1d4ed8}h2{margin-top:1.5em}nav{margin-bottom:1em}"""
+
+
+def _page(title: str, body: list[str], up: str = "") -> str:
+    nav = f'<nav><a href="{up}index.html">all cells</a></nav>' if up else ""
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{STYLE}</style></head><body>{nav}<h1>{html.escape(title)}</h1>"
+        + "".join(body)
+        + "</body></html>"
+    )
+
+
+def _head(*names: str) -> str:
+    return "<tr>" + "".join(f"<th>{n}</th>" for n in names) + "</tr>"
+
+
+def cell_href(cell: str) -> str:
+    return f"cells/{slug(cell)}.html"
+
+
+def _verdict(word: str) -> str:
+    return f'<span class="{html.escape(word)}">{html.escape(word)}</span>'
+
+
+def pages(store) -> dict[str, str]:
+    """Every page of the site: relative path -> HTML."""
+    out: dict[str, str] = {}
+    grid: dict[str, dict[str, dict[str, dict[str, str]]]] = defaultdict(lambda: defaultdict(dict))
+    labs = store.labs()
+    by_night: dict[str, list[tuple[str, dict]]] = defaultdict(list)
+    starts: dict[str, list[SeriesChange]] = defaultdict(list)
+    for cell in store.cells():
+        model, kind = cell.split("/")[:2]
+        runs = store.runs(cell)
+        for run in runs:
+            by_night[run["finished"][:10]].append((cell, run))
+        found = trends.cell_changes(store, cell)
+        for change in found:
+            starts[change.finished[:10]].append(change)
+        sparks = {
+            lab: pictures.sparklines(store, [cell], lab).get(cell, "") for lab in {r["lab"] for r in runs}
+        }
+        for run in runs:  # the last run of each lab wins: runs are in time order
+            grid[model][kind][cell] = {**grid[model][kind].get(cell, {}), run["lab"]: run["verdict"]}
+        out[cell_href(cell)] = _cell_page(store, cell, runs, found, sparks)
+        grid[model][kind][cell] = {
+            lab: f"{_verdict(v)} {sparks.get(lab, '')}" for lab, v in grid[model][kind][cell].items()
+        }
+    out["index.html"] = _index(grid, labs, sorted(by_night))
+    for night, runs in by_night.items():
+        out[f"nights/{night}.html"] = _night_page(night, runs, starts.get(night, []))
+    return out
+
+
+def _index(grid: Mapping, labs: list[str], nights: list[str]) -> str:
+    body = []
+    for model in sorted(grid):
+        body.append(
+            f'<h2 id="{html.escape(model)}">{html.escape(model)}</h2><table><tr><th>kind</th><th>cell</th>'
+        )
+        body += [f"<th>{html.escape(lab)}</th>" for lab in labs]
+        body.append("</tr>")
+        for kind in sorted(grid[model]):
+            for cell in sorted(grid[model][kind]):
+                seen = grid[model][kind][cell]
+                name = cell.split("/", 2)[2]
+                body.append(
+                    f'<tr class="cell"><td>{html.escape(kind)}</td>'
+                    f'<td><a href="{cell_href(cell)}">{html.escape(name)}</a></td>'
+                    + "".join(f"<td>{seen.get(lab, '')}</td>" for lab in labs)
+                    + "</tr>"
+                )
+        body.append("</table>")
+    body.append(
+        "<h2>Nights</h2><p>"
+        + " ".join(f'<a href="nights/{n}.html">{n}</a>' for n in reversed(nights))
+        + "</p>"
+    )
+    return _page("dayzero results across labs", body)
+
+
+def _cell_page(
+    store, cell: str, runs: list[dict], found: list[SeriesChange], sparks: Mapping[str, str]
+) -> str:
+    body = []
+    first = lambda item: (item[0][0], not item[0][1].startswith("output_throughput@"), item[0][1])  # noqa: E731
+    for (lab, series), (_, points) in sorted(store.cell_series(cell).items(), key=first):
+        mine = [c for c in found if c.lab == lab and c.series == series]
+        name = html.escape(f"{lab}: {series}")
+        body.append(f'<h2 id="{html.escape(lab)}:{html.escape(series)}">{name}</h2>')
+        body.append(pictures.series_chart(f"{cell} ({lab})", series, points, mine))
+        body += [
+            f'<p class="change regression">{html.escape(c.describe())}</p>' for c in mine if c.regression
+        ]
+        body += [f'<p class="change">{html.escape(c.describe())}</p>' for c in mine if not c.regression]
+    body.append("<h2>Latest runs</h2><table>" + _head("finished", "lab", "verdict", "run", "evidence"))
+    for run in reversed(runs[-20:]):
+        body.append(
+            f"<tr><td>{html.escape(run['finished'])}</td><td>{html.escape(run['lab'])}</td><td>{_verdict(run['verdict'])}</td>"
+            f"<td>{html.escape(run['run_id'])}</td><td>{html.escape(run['path'])}</td></tr>"
+        )
+    body.append("</table>")
+    return _page(cell, body, up="../")
+
+
+def _night_page(night: str, runs: list[tuple[str, dict]], changes: list[SeriesChange]) -> str:
+    body = ["<h2>Change points whose first night this is</h2>"]
+    body += [
+        f'<p class="change{" regression" if c.regression else ""}"><a href="../{cell_href(c.cell)}">'
+        f"{html.escape(c.cell)}</a> [{html.escape(c.lab)}]: {html.escape(c.describe())}</p>"
+        for c in changes
+    ] or ["<p>none</p>"]
+    body.append("<h2>Runs</h2><table>" + _head("lab", "cell", "verdict", "finished"))
+    for cell, run in sorted(runs, key=lambda r: (r[1]["lab"], r[0])):
+        body.append(
+            f'<tr class="run"><td>{html.escape(run["lab"])}</td>'
+            f'<td><a href="../{cell_href(cell)}">{html.escape(cell)}</a></td>'
+            f"<td>{_verdict(run['verdict'])}</td><td>{html.escape(run['finished'])}</td></tr>"
+        )
+    body.append("</table>")
+    return _page(f"night {night}", body, up="../")
+
+
+def write(store, out: Path) -> list[Path]:
+    """The site under `out` (written page by page, each atomically)."""
+    written = []
+    for rel, text in pages(store).items():
+        path = Path(out) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(path, text)
+        written.append(path)
+    return written
