@@ -62,18 +62,22 @@ def pages(store) -> dict[str, str]:
         runs = store.runs(cell)
         for run in runs:
             by_night[run["finished"][:10]].append((cell, run))
-        found = trends.cell_changes(store, cell)
-        for change in found:
+        series = store.cell_series(cell)  # each lab's apart, in one query
+        found = {
+            key: trends.found(cell, key[1], higher, points, key[0])
+            for key, (higher, points) in series.items()
+        }
+        for change in (c for changes in found.values() for c in changes):
             starts[change.finished[:10]].append(change)
-        sparks = {
-            lab: pictures.sparklines(store, [cell], lab).get(cell, "") for lab in {r["lab"] for r in runs}
-        }
-        for run in runs:  # the last run of each lab wins: runs are in time order
-            grid[model][kind][cell] = {**grid[model][kind].get(cell, {}), run["lab"]: run["verdict"]}
-        out[cell_href(cell)] = _cell_page(store, cell, runs, found, sparks)
-        grid[model][kind][cell] = {
-            lab: f"{_verdict(v)} {sparks.get(lab, '')}" for lab, v in grid[model][kind][cell].items()
-        }
+        sparks = {}
+        for lab in {lab for lab, _ in series}:
+            main = pictures.main_series(
+                [(name, h) for (run_lab, name), (h, _) in series.items() if run_lab == lab]
+            )
+            sparks[lab] = pictures.series_spark(main, lab, series[(lab, main)][1], found[(lab, main)])
+        latest = {run["lab"]: run["verdict"] for run in runs}  # runs are in time order: the last wins
+        grid[model][kind][cell] = {lab: f"{_verdict(v)} {sparks.get(lab, '')}" for lab, v in latest.items()}
+        out[cell_href(cell)] = _cell_page(cell, runs, series, found)
     out["index.html"] = _index(grid, labs, sorted(by_night))
     for night, runs in by_night.items():
         out[f"nights/{night}.html"] = _night_page(night, runs, starts.get(night, []))
@@ -107,16 +111,13 @@ def _index(grid: Mapping, labs: list[str], nights: list[str]) -> str:
     return _page("dayzero results across labs", body)
 
 
-def _cell_page(
-    store, cell: str, runs: list[dict], found: list[SeriesChange], sparks: Mapping[str, str]
-) -> str:
+def _cell_page(cell: str, runs: list[dict], series: Mapping, found: Mapping) -> str:
     body = []
     first = lambda item: (item[0][0], not item[0][1].startswith("output_throughput@"), item[0][1])  # noqa: E731
-    for (lab, series), (_, points) in sorted(store.cell_series(cell).items(), key=first):
-        mine = [c for c in found if c.lab == lab and c.series == series]
-        name = html.escape(f"{lab}: {series}")
-        body.append(f'<h2 id="{html.escape(lab)}:{html.escape(series)}">{name}</h2>')
-        body.append(pictures.series_chart(f"{cell} ({lab})", series, points, mine))
+    for (lab, name), (_, points) in sorted(series.items(), key=first):
+        mine = found[(lab, name)]
+        body.append(f'<h2 id="{html.escape(lab)}:{html.escape(name)}">{html.escape(f"{lab}: {name}")}</h2>')
+        body.append(pictures.series_chart(f"{cell} ({lab})", name, points, mine))
         body += [
             f'<p class="change regression">{html.escape(c.describe())}</p>' for c in mine if c.regression
         ]

@@ -93,14 +93,18 @@ def sparklines(store, cells: Sequence[str], lab: str | None = None) -> dict[str,
         if main is None:
             continue
         series, higher, points, run_lab = main
-        found = trends.found(cell, series, higher, points, run_lab)
-        index = {p.run_id: i for i, p in enumerate(points)}
-        last = f"{points[-1].value:g}" if points else "-"
-        title = f"{series} ({run_lab}): {len(points)} night(s), latest {last}" + "".join(
-            f"; {c.finished[:10]} {c.change_pct:+.1f}%" for c in found
-        )
-        out[cell] = sparkline([p.value for p in points], [index[c.run_id] for c in found], title)
+        out[cell] = series_spark(series, run_lab, points, trends.found(cell, series, higher, points, run_lab))
     return out
+
+
+def series_spark(series: str, lab: str, points: Sequence[SeriesPoint], found: Sequence[SeriesChange]) -> str:
+    """A series' sparkline, its change points marked, its title the nights, latest value and changes."""
+    index = {p.run_id: i for i, p in enumerate(points)}
+    last = f"{points[-1].value:g}" if points else "-"
+    title = f"{series} ({lab}): {len(points)} night(s), latest {last}" + "".join(
+        f"; {c.finished[:10]} {c.change_pct:+.1f}%" for c in found
+    )
+    return sparkline([p.value for p in points], [index[c.run_id] for c in found], title)
 
 
 def charts(store, cells: Sequence[str], lab: str | None = None) -> list[str]:
