@@ -82,6 +82,18 @@ def test_kinds_follow_fit_and_unsupported_kinds_say_why(day0):
     )
 
 
+def test_the_card_says_where_a_replica_fits_at_each_precision(day0):
+    text = (day0 / "models" / "deepseek-v3.yaml").read_text()
+    (h100,) = [x for x in text.splitlines() if x.startswith("#   h100: ")]
+    assert h100 == "#   h100: fp8 2 nodes, TP16; bf16 no"  # 1342 GB of bf16 needs more than two nodes
+    (h200,) = [x for x in text.splitlines() if x.startswith("#   h200: ")]
+    assert h200 == "#   h200: fp8 TP8 of a node; bf16 2 nodes, TP16"
+    qwen = (day0 / "models" / "qwen3-30b-a3b.yaml").read_text()  # 61 GB of bf16: one H100
+    (h100,) = [x for x in qwen.splitlines() if x.startswith("#   h100: ")]
+    assert h100 == "#   h100: bf16 TP1 of a node; fp8 TP1 of a node"
+    assert "#   cpu: bf16 needs data; fp8 needs data" in qwen  # the catalogue states no cpu memory
+
+
 def test_no_floor_is_invented(day0):
     for name in MODELS:
         path = day0 / "models" / f"{name}{'-new' if name == 'smollm2-135m' else ''}.yaml"

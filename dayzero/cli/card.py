@@ -79,7 +79,8 @@ def run_new(args) -> int:
     out = args.out or Path(args.matrix) / "models" / f"{model}.yaml"
     if out.exists() and not args.force:
         raise DayzeroError(f"{out}: a card is there already (--force replaces it)")
-    out.write_text(cardnew.text(model, data, cfg, str(args.config)))
+    first = templates[next(iter(templates))]
+    out.write_text(cardnew.text(model, data, cfg, str(args.config), matrix.hardware, first))
     print(f"card: {out}")
     return 0
 

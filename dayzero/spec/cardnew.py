@@ -166,9 +166,63 @@ HEADER = """\
 """
 
 
-def text(model: str, data: Mapping, cfg: Mapping, source: str) -> str:
-    """The card as YAML, with the header saying what was filled in and what is left to measure."""
+PRECISIONS = ("bf16", "fp8")  # besides the checkpoint's own, in the card's fit table
+
+
+def fit_table(
+    arch: sizing.Architecture, precision: str, hardware: Mapping, template: CardTemplate
+) -> list[str]:
+    """Per kind the engine serves, the nodes a replica needs at each precision and its layout."""
+    names = list(dict.fromkeys((precision, *PRECISIONS)))
+    placed = {p: {pl.kind: pl for pl in place(arch, p, hardware, template)} for p in names}
+    out = []
+    for kind, hw in hardware.items():
+        if template.vendors and hw.vendor not in template.vendors:
+            continue
+        cells = []
+        for p in names:
+            pl = placed[p][kind]
+            if pl.nodes == 1:
+                cells.append(f"{p} TP{smallest_tp(arch, p, kind, hw, template)} of a node")
+            elif pl.nodes:
+                cells.append(f"{p} {pl.nodes} nodes, TP{pl.nodes * hw.accelerators_per_node}")
+            else:
+                cells.append(f"{p} needs data" if pl.reason.startswith(NEEDS_DATA) else f"{p} no")
+        out.append(f"#   {kind}: " + "; ".join(cells))
+    return out
+
+
+def smallest_tp(arch: sizing.Architecture, precision: str, kind: str, hw, template: CardTemplate) -> int:
+    """The fewest accelerators of one node (a power of two) whose ranks hold weights and an 8k
+    sequence: what a mode's `parallel: {tp: N}` may ask for."""
+    memory = fit.engine_memory(template.engine["name"])
+    dtypes = fit.cache_dtypes((), memory, arch.dtype)
+    tp = 1
+    while tp < hw.accelerators_per_node:
+        target = fit.kind_target(kind, hw, tp)
+        room, _ = fit.usable(target, memory, ())
+        if fit.judge(target, sizing.PRECISIONS[precision], arch, dtypes, CONTEXT, 1, room).word == "fits":
+            break
+        tp *= 2
+    return min(tp, hw.accelerators_per_node)
+
+
+def text(
+    model: str, data: Mapping, cfg: Mapping, source: str, hardware: Mapping, template: CardTemplate
+) -> str:
+    """The card as YAML, with the header saying what was filled in and what is left to measure,
+    and the fit of each kind at each precision (the first engine's reserve)."""
     import yaml
 
-    head = HEADER.format(model=model, source=source, precision=checkpoint_precision(cfg), context=CONTEXT)
-    return head + yaml.safe_dump(dict(data), sort_keys=False, width=100, default_flow_style=None)
+    precision = checkpoint_precision(cfg)
+    head = HEADER.format(model=model, source=source, precision=precision, context=CONTEXT)
+    table = fit_table(sizing.from_card(data["architecture"]), precision, hardware, template)
+    head += (
+        f"# Where a replica fits (weights and one {CONTEXT}-token sequence a rank; dayzero fit {model}):\n"
+    )
+    return (
+        head
+        + "\n".join(table)
+        + "\n"
+        + yaml.safe_dump(dict(data), sort_keys=False, width=100, default_flow_style=None)
+    )
