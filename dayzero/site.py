@@ -5,15 +5,16 @@ Static files only (no server to run or secure; any web server or object store ho
 that ran them; each entry its latest verdict and main series' sparkline), one page per cell at
 `cells/<cell id with / as __>.html` (a stable deep link: the cell id; each lab's every series
 with its change points, attributed, and the cell's latest runs), and one page per night at
-`nights/<YYYY-MM-DD>.html` (the runs that finished that UTC day, per lab, and the change points
-whose first night it is). `pages` is pure over what the store holds; `write` puts them on disk.
+`nights/<YYYY-MM-DD>.html` (the runs that finished that UTC day, per lab, and each regression
+that starts, persists or is recovered that night, in hindsight: `night_words`). `pages` is pure
+over what the store holds; `write` puts them on disk.
 """
 
 from __future__ import annotations
 
 import html
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from dayzero import atomic
@@ -56,7 +57,7 @@ def pages(store) -> dict[str, str]:
     grid: dict[str, dict[str, dict[str, dict[str, str]]]] = defaultdict(lambda: defaultdict(dict))
     labs = store.labs()
     by_night: dict[str, list[tuple[str, dict]]] = defaultdict(list)
-    starts: dict[str, list[SeriesChange]] = defaultdict(list)
+    every: list[list[SeriesChange]] = []  # each series' change points, in order
     for cell in store.cells():
         model, kind = cell.split("/")[:2]
         runs = store.runs(cell)
@@ -67,8 +68,7 @@ def pages(store) -> dict[str, str]:
             key: trends.found(cell, key[1], higher, points, key[0])
             for key, (higher, points) in series.items()
         }
-        for change in (c for changes in found.values() for c in changes):
-            starts[change.finished[:10]].append(change)
+        every += found.values()
         sparks = {}
         for lab in {lab for lab, _ in series}:
             main = pictures.main_series(
@@ -79,8 +79,9 @@ def pages(store) -> dict[str, str]:
         grid[model][kind][cell] = {lab: f"{_verdict(v)} {sparks.get(lab, '')}" for lab, v in latest.items()}
         out[cell_href(cell)] = _cell_page(cell, runs, series, found)
     out["index.html"] = _index(grid, labs, sorted(by_night))
+    words = night_words(every, sorted(by_night))
     for night, runs in by_night.items():
-        out[f"nights/{night}.html"] = _night_page(night, runs, starts.get(night, []))
+        out[f"nights/{night}.html"] = _night_page(night, runs, words[night])
     return out
 
 
@@ -132,13 +133,45 @@ def _cell_page(cell: str, runs: list[dict], series: Mapping, found: Mapping) -> 
     return _page(cell, body, up="../")
 
 
-def _night_page(night: str, runs: list[tuple[str, dict]], changes: list[SeriesChange]) -> str:
-    body = ["<h2>Change points whose first night this is</h2>"]
-    body += [
-        f'<p class="change{" regression" if c.regression else ""}"><a href="../{cell_href(c.cell)}">'
-        f"{html.escape(c.cell)}</a> [{html.escape(c.lab)}]: {html.escape(c.describe())}</p>"
-        for c in changes
-    ] or ["<p>none</p>"]
+WORDS = {
+    "new": "Regressions that start this night",
+    "persist": "Regressions that persist",
+    "recovered": "Regressions recovered this night",
+    "improved": "Improvements that start this night",
+}
+
+
+def night_words(found: Iterable[Sequence[SeriesChange]], nights: Sequence[str]) -> dict[str, dict[str, list]]:
+    """night -> what each regression is that night, in hindsight: **new** its first night,
+    **persist** until a later change point takes back half of it (`trends.recovers`),
+    **recovered** that change point's night; and the improvements that start there (pure)."""
+    out: dict[str, dict[str, list]] = {n: {w: [] for w in WORDS} for n in nights}
+    for changes in found:
+        for i, c in enumerate(changes):
+            start = c.finished[:10]
+            if not c.regression:
+                out.get(start, {}).get("improved", []).append(c)
+                continue
+            back = next((r.finished[:10] for r in changes[i + 1 :] if trends.recovers(c, r)), None)
+            for night in nights:
+                word = "new" if night == start else "recovered" if night == back else None
+                if word is None and start < night and (back is None or night < back):
+                    word = "persist"
+                if word:
+                    out[night][word].append(c)
+    return out
+
+
+def _night_page(night: str, runs: list[tuple[str, dict]], words: Mapping[str, list[SeriesChange]]) -> str:
+    body = []
+    for word, title in WORDS.items():
+        body.append(f"<h2>{title}</h2>")
+        body += [
+            f'<p class="change {word}{" regression" if c.regression and word != "recovered" else ""}">'
+            f'<a href="../{cell_href(c.cell)}">{html.escape(c.cell)}</a> [{html.escape(c.lab)}]: '
+            f"{html.escape(c.describe())}</p>"
+            for c in words[word]
+        ] or ["<p>none</p>"]
     body.append("<h2>Runs</h2><table>" + _head("lab", "cell", "verdict", "finished"))
     for cell, run in sorted(runs, key=lambda r: (r[1]["lab"], r[0])):
         body.append(

@@ -53,8 +53,43 @@ def test_the_site_has_a_grid_a_page_per_cell_and_per_night(store_path):
     assert "lab-a: output_throughput" in cell.split(regression)[0].rsplit("<h2", 1)[1]  # under lab a's series
     night = pages["nights/2026-09-19.html"]  # the slowdown's first night
     assert night.count('<tr class="run">') == 9
-    assert f"{CELLS[0]}</a> [lab-a]: output_throughput@random-64-32/c1 regressed" in night
-    assert "none" in pages["nights/2026-09-10.html"].split("<h2>Runs")[0]
+    new = f'<p class="change new regression"><a href="../{site.cell_href(CELLS[0])}">{CELLS[0]}</a> [lab-a]'
+    assert night.count(new) == 1 and "output_throughput@random-64-32/c1 regressed" in night
+    assert pages["nights/2026-09-10.html"].count("<p>none</p>") == 4  # before it: nothing to say
+    assert pages["nights/2026-09-25.html"].count('class="change persist regression"') == 1
+
+
+def test_a_regression_is_new_then_persists_until_the_night_a_later_change_takes_it_back():
+    from dayzero.history.trends import SeriesChange
+
+    def change(night: int, before: float, after: float) -> SeriesChange:
+        worse = after < before
+        return SeriesChange(
+            "c",
+            "s",
+            "lab-a",
+            f"r{night}",
+            f"2026-09-{night:02d}T02:05:00+00:00",
+            before,
+            after,
+            0.0,
+            9.0,
+            worse,
+            {},
+        )
+
+    fell, back = change(5, 100.0, 80.0), change(9, 80.0, 95.0)
+    nights = [f"2026-09-{n:02d}" for n in range(1, 13)]
+    words = site.night_words([[fell, back]], nights)
+    said = {n[-2:]: [w for w, found in words[n].items() if found] for n in nights}
+    assert said == {
+        **{f"{n:02d}": [] for n in (1, 2, 3, 4, 10, 11, 12)},
+        "05": ["new"],
+        "06": ["persist"],
+        "07": ["persist"],
+        "08": ["persist"],
+        "09": ["recovered", "improved"],
+    }
 
 
 @pytest.mark.e2e

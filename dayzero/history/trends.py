@@ -142,10 +142,10 @@ def _night(run_id: str, points: list[SeriesPoint]) -> int:
 
 def _regressions(found: list[SeriesChange]) -> list[tuple[SeriesChange, bool]]:
     """Each regression of a series and whether a later change point recovered it."""
-    return [(c, any(_recovers(c, r) for r in found[i + 1 :])) for i, c in enumerate(found) if c.regression]
+    return [(c, any(recovers(c, r) for r in found[i + 1 :])) for i, c in enumerate(found) if c.regression]
 
 
-def _recovers(regression: SeriesChange, later: SeriesChange) -> bool:
+def recovers(regression: SeriesChange, later: SeriesChange) -> bool:
     """A later improvement that takes back at least half of the regression's loss."""
     lost = regression.before - regression.after
     return not later.regression and abs(later.after - regression.after) >= abs(lost) / 2
