@@ -9,6 +9,7 @@ The cells are the stub engine's (tests/stub_cells): the faults are the lab's, no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -60,6 +62,8 @@ def test_why_a_dial_failed_is_said_in_words_with_whether_to_try_again():
     assert unreachable_cause(late, "h", 22, 5, took=5.01)[0].startswith("no SSH answer within 5s")
     assert unreachable_cause(late, "h", 22, 5, took=0.2) == ("No existing session", True)
     assert "None" not in unreachable_cause(OSError(113, "No route to host"), "h", 22, 5)[0]
+    hung_up = unreachable_cause(EOFError(), "h", 22, 5)  # it said "cannot connect: EOFError"
+    assert hung_up == ("the connection was closed before SSH answered", True)
 
 
 # -- over the real sshd -----------------------------------------------------------------------------
@@ -296,3 +300,101 @@ def test_hosts_check_of_seven_hosts_behind_a_dead_bastion_dials_it_once(tmp_path
     for line in (x for x in lines if not x.startswith("bastion")):
         assert "via bastion): cannot connect: jump host bastion" in line, line
         assert "connection refused" in line, line
+
+
+class SilentHost:
+    """A port that takes connections and never speaks SSH (a hung host), counting each dial."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.dials: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        with contextlib.suppress(OSError):
+            while True:
+                self.dials.append(self.sock.accept()[0])
+
+    def close(self):
+        self.sock.close()
+        for conn in self.dials:
+            conn.close()
+
+
+@pytest.mark.e2e
+def test_six_workers_dial_each_of_four_dead_hosts_once(dead_lab, tmp_path):
+    """Under `-n 6`, each worker dialled each dead host itself (24 quarantines, the last 40 s into
+    the run). Now a worker dials a host under the run's probe lock, and reads the run's
+    quarantine first: each dead host is dialled once (counted), lab1's cells still pass."""
+    bed, silent_port = dead_lab
+    mdir = sixteen_cells(tmp_path)
+    inv = dead_inventory(bed, silent_port, tmp_path / "lab.yaml")
+    data = yaml.safe_load(inv.read_text())
+    dead = {f"b300-0{i}": SilentHost() for i in range(1, 5)}
+    like = {k: data["hosts"]["lab1"][k] for k in ("transport", "user", "identity", "vars")}
+    data["hosts"] = {"lab1": data["hosts"]["lab1"]}
+    for name, host in dead.items():
+        data["hosts"][name] = {**like, "address": "127.0.0.1", "port": host.port, "hardware": "b300"}
+    inv.write_text(yaml.safe_dump(data, sort_keys=False))
+    reports = tmp_path / "reports"
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-n", "6", "-m", "cpu or b300",
+             f"--matrix={mdir}", "--hosts", str(inv), f"--reports={reports}", "--connect-timeout=3"],
+            cwd=REPO, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    finally:
+        for host in dead.values():
+            host.close()
+    out = result.stdout + result.stderr
+    assert result.returncode == exitcodes.LAB_FAULT, out[-4000:]
+    assert re.search(r"\b2 passed, 14 broken\b", out), out[-3000:]
+    dials = {name: len(host.dials) for name, host in dead.items()}
+    assert dials == dict.fromkeys(dead, 1), f"dials per dead host: {dials}"
+    quarantined = {p.stem for p in reports.glob("runs/*/quarantine/*.txt")}
+    assert quarantined == set(dead), quarantined
+
+
+@pytest.mark.e2e  # a pytest run of its own (no testbed: the host is a silent port)
+def test_ctrl_c_while_a_silent_host_is_dialled_ends_the_run_at_once(tmp_path):
+    """It took ~11-16 s (the dial ran out its connect timeout first); a probe is now dialled in a
+    thread the run does not wait for once interrupted: 1.1-1.6 s measured at a load of 3 on 2
+    cores, 3-4 s at 5.6 (pytest's own summary and exit, mostly); the bound leaves room for a
+    loaded machine and is far under the 30 s connect timeout it waited out before (33 s).
+    Its summary counts the three cells selected, not only the one reached."""
+    silent = SilentHost()
+    card = stub_card(model="ctrlc")
+    card["hardware"] = {"b300": {"nodes": 1}}
+    card["strategies"] = {"baseline": {}, "s1": {}, "s2": {}}
+    card["cells"] = [{"hardware": ["b300"], "modes": ["low_latency"], "strategies": list(card["strategies"])}]
+    mdir = stub_matrix(tmp_path, card)
+    host = {"address": "127.0.0.1", "port": silent.port, "hardware": "b300", "vars": {"ttft": "0.1"}}
+    inv = tmp_path / "lab.yaml"
+    inv.write_text(yaml.safe_dump({"known_hosts": str(tmp_path / "known_hosts"), "hosts": {"b300-01": host}}))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-m", "b300", f"--matrix={mdir}",
+         "--hosts", str(inv), f"--reports={tmp_path / 'reports'}", "--connect-timeout=30"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not silent.dials and time.monotonic() < deadline:  # the dial is under way
+            time.sleep(0.05)
+        assert silent.dials, "the host was never dialled"
+        time.sleep(0.5)
+        sent = time.monotonic()
+        run.send_signal(signal.SIGINT)
+        out = run.communicate(timeout=60)[0]
+        took = time.monotonic() - sent
+    finally:
+        run.kill()
+        silent.close()
+    print(f"ended {took:.1f}s after SIGINT")
+    assert run.returncode == exitcodes.INTERRUPTED, out[-3000:]
+    assert took < 8, f"ended {took:.1f}s after SIGINT"
+    # the summary counts what was selected (it said "1 of 1 selected" when 36 were)
+    assert "[dayzero] 1 of 3 selected cells ran (1 interrupted)" in out, out[-3000:]
+    assert "2 skipped: not reached: the run ended before it" in out, out[-3000:]

@@ -15,10 +15,9 @@ R = TypeVar("R")
 
 
 def each(items: Sequence[T], call: Callable[[T], R], name: str = "dayzero-fanout") -> list[R | Exception]:
-    """`call(item)` for every item in threads of its own; each result, or the exception it
-    raised, in the order of `items`. One item is called in this thread (no thread to wait for)."""
-    if len(items) == 1:
-        return [_one(call, items[0])]
+    """`call(item)` for every item in threads of its own (one item too: this thread only waits,
+    where Ctrl-C always lands at once); each result, or the exception it raised, in the order of
+    `items`."""
     results: list[R | Exception] = [RuntimeError("not run")] * len(items)
 
     def run(i: int) -> None:

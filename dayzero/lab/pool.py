@@ -6,16 +6,22 @@ host and why. A host that fails preflight, or does not answer within the connect
 (`HostUnreachable`), is quarantined for the rest of the run (a file under the run's folder, so
 every xdist worker of the run skips it) and another host is tried; only hosts someone else
 holds are waited for (`lease_wait`).
+
+Candidates are probed all at once before a lease is tried (`probe`), each under a lock in the
+run's quarantine folder that is held while it is dialled, the quarantine read under it: the
+workers of a run dial a dead host once among them, and a dead lab costs one connect timeout.
 """
 
 from __future__ import annotations
 
+import fcntl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dayzero.clock import now_iso
-from dayzero.errors import InfrastructureError
+from dayzero.errors import HostUnreachable, InfrastructureError
+from dayzero.lab.fanout import each
 from dayzero.lab.lease import DEFAULT_TTL, Lease, LeaseKeeper, TooFewHosts, acquire_all, release
 from dayzero.lab.preflight import HostFacts, gather
 from dayzero.lab.presence import RoleCheck
@@ -93,6 +99,7 @@ class HostPool:
     say: Callable[[str], None] = print
     transports: dict[str, Transport] = field(default_factory=dict)
     facts: dict[str, HostFacts] = field(default_factory=dict)  # "<host>:<engine>" -> last preflight
+    reached: set[str] = field(default_factory=set)  # hosts this process has dialled and reached
 
     def transport(self, host: Host) -> Transport:
         if host.name not in self.transports:
@@ -115,6 +122,28 @@ class HostPool:
         if not self.quarantine_dir.is_dir():
             return {}
         return {p.stem: p.read_text().strip() for p in sorted(self.quarantine_dir.glob("*.txt"))}
+
+    def probe(self, hosts: Sequence[Host]) -> None:
+        """Dial each SSH host this process has not reached yet, all at once; quarantine the dead."""
+        fresh = [h for h in hosts if h.transport != "local" and h.name not in self.reached]
+        each(fresh, self._probe_one, "dayzero-probe")
+
+    def _probe_one(self, host: Host) -> None:
+        """Under the host's probe lock (xdist workers and threads alike wait on it): a host that
+        another worker quarantined meanwhile is not dialled again."""
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.quarantine_dir / f".{host.name}.probe", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if host.name in self.quarantined():
+                return
+            try:
+                self.transport(host).run("true", timeout=self.connect_timeout + 30)
+            except HostUnreachable as exc:
+                self.quarantine(host, str(exc))
+                return
+            except InfrastructureError:  # a host key to verify, ...: the lease step says it
+                return
+        self.reached.add(host.name)
 
     # -- preflight -------------------------------------------------------------------------
 
@@ -174,6 +203,7 @@ class HostPool:
         The keeper of the returned hosts is already touching the leases; `release` stops it.
         """
         candidates = self.candidates(hardware.name)
+        self.probe([h for h in candidates if h.name not in self.quarantined()])
         while True:
             try:
                 leases = acquire_all(
@@ -194,15 +224,16 @@ class HostPool:
             held = Held(leases, LeaseKeeper(leases, self.transport), acquired="")
             try:
                 held.keeper.__enter__()
-                checked = [
-                    (
-                        lease.host,
-                        self.preflight(
-                            lease.host, hardware, engine, version_command, roles, image, model_files
-                        ),
-                    )
-                    for lease in leases
-                ]
+                facts = each(
+                    leases,
+                    lambda lease: self.preflight(
+                        lease.host, hardware, engine, version_command, roles, image, model_files
+                    ),
+                    "dayzero-preflight",
+                )
+                if failed := next((f for f in facts if isinstance(f, Exception)), None):
+                    raise failed
+                checked = [(lease.host, f) for lease, f in zip(leases, facts, strict=True)]
                 unfit = [(host, facts) for host, facts in checked if not facts.healthy]
             except BaseException:
                 self._let_go(held)

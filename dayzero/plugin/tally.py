@@ -20,6 +20,7 @@ from dayzero.spec.inventory import Inventory
 from dayzero.spec.matrix import Cell, Matrix
 
 SKIP_PROPERTY = "dayzero_skip"  # a user property: why a cell was skipped, without its id
+NOT_REACHED = "not reached: the run ended before it (interrupted, or stopped at a failure)"
 
 
 def record_skip(item: pytest.Item, reason: str) -> None:
@@ -48,6 +49,7 @@ class CellTally:
         self.outcomes: dict[str, tuple[str, str]] = {}
         self.product_failures = 0  # failed reports of any test that are not lab faults
         self.lab_faults = 0
+        self.selected: list[str] = []  # every selected cell's id, reported or not
         self.result: Tally | None = None
 
     def _cell(self, nodeid: str) -> Cell | None:
@@ -69,6 +71,18 @@ class CellTally:
         self.outcomes[cell.id] = cell_outcome(
             previous, report.when, report.outcome, _skip_reason(report), fault
         )
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._select(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
+        """Under xdist the controller collects nothing itself: each worker says what it selected."""
+        if not self.selected:
+            self._select(ids)
+
+    def _select(self, nodeids) -> None:
+        self.selected = [cell.id for cell in map(self._cell, nodeids) if cell is not None]
 
     def _planned(self, session: pytest.Session) -> list[tuple[str, str]]:
         """A dry run's outcomes: what each selected cell would do."""
@@ -96,6 +110,8 @@ class CellTally:
                 session.exitstatus = pytest.ExitCode.OK
             return
         dry_run = config.getoption("dayzero_dry_run")
+        for cell_id in self.selected:  # a summary counts what was selected, not what was reached
+            self.outcomes.setdefault(cell_id, (SKIPPED, NOT_REACHED))
         outcomes = self._planned(session) if dry_run else list(self.outcomes.values())
         self.result = tally(
             outcomes,

@@ -198,6 +198,8 @@ def unreachable_cause(
         return f"no SSH answer within {timeout:.3g}s (the port takes connections; nothing speaks SSH)", False
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror, True
+    if isinstance(exc, EOFError):  # paramiko's bare EOFError: the peer hung up mid-handshake
+        return "the connection was closed before SSH answered", True
     return str(exc) or type(exc).__name__, True
 
 
