@@ -110,8 +110,10 @@ def test_bad_reference_in_an_engine_entry_names_the_entry(matrix_dir):
     card = matrix_dir / "models" / "smollm2-135m.yaml"
     text = card.read_text().replace("modes: [tp2_nodes, routed, pd]", "modes: [tp2_nodes, routd, pd]")
     card.write_text(text)
-    with pytest.raises(ConfigError, match=r"engines.sglang.cells\[1\].modes.*unknown mode 'routd'"):
+    with pytest.raises(ConfigError, match=r"engines.sglang.cells\[1\].modes.*unknown mode 'routd'") as err:
         load_matrix(matrix_dir)
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if "routd" in x)  # issue 45: the entry's line,
+    assert str(err.value).endswith(f"(line {line})"), str(err.value)  # not the top level's it replaced
 
 
 def test_pd_cells_exist_with_options():

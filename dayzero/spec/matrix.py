@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -299,7 +300,11 @@ def _expand_variant(path: Path, name: str, data: dict, top: bool, hardware, axis
     except ConfigError as e:
         if top or e.path.split(".")[0].split("[")[0] not in ENGINE_KEYS:
             raise
-        raise ConfigError(path, f"{ENGINES}.{name}.{e.path}", e.message) from None
+        # the line is the entry's own, not the top level's that the message was written with
+        parts = [int(p[1:-1]) if p.startswith("[") else p for p in re.findall(r"\[\d+\]|[^.\[\]]+", e.path)]
+        line = yamlfile.line_of(path, [ENGINES, name, *parts])
+        message = re.sub(r" \(line \d+\)$", "", e.message) + (f" (line {line})" if line else "")
+        raise ConfigError(path, f"{ENGINES}.{name}.{e.path}", message) from None
 
 
 def load_matrix(root: Path) -> Matrix:
