@@ -92,3 +92,13 @@ def test_a_night_is_drawn_with_its_trends_and_the_cards_of_the_models_that_ran(l
     )
     assert [p.rsplit("/", 2)[-2] for p in drawn[1:]] == ["smollm2-135m"]  # only the model that ran
     assert '<div id="history">' in (lab / "reports" / "cards" / "smollm2-135m" / "cpu.html").read_text()
+
+
+def test_a_years_sparkline_is_drawn_by_bucket_means_with_its_change_point_in_place():
+    values = [100.0] * 200 + [80.0] * 165
+    svg = pictures.sparkline(values, [200])
+    drawn = svg.split('points="')[1].split('"')[0].split()
+    assert len(drawn) == pictures.SPARK_POINTS
+    tick = float(svg.split('class="change" x1="')[1].split('"')[0])
+    first_low = next(i for i, xy in enumerate(drawn) if float(xy.split(",")[1]) > pictures.SPARK_H / 2)
+    assert tick == float(drawn[first_low].split(",")[0])  # the tick on the first bucket at the new level
