@@ -123,10 +123,14 @@ def _cell_page(cell: str, runs: list[dict], series: Mapping, found: Mapping) -> 
             f'<p class="change regression">{html.escape(c.describe())}</p>' for c in mine if c.regression
         ]
         body += [f'<p class="change">{html.escape(c.describe())}</p>' for c in mine if not c.regression]
-    body.append("<h2>Latest runs</h2><table>" + _head("finished", "lab", "verdict", "run", "evidence"))
-    for run in reversed(runs[-20:]):
+    body.append(
+        "<h2>Latest runs</h2><table>" + _head("finished", "lab", "source", "verdict", "run", "evidence")
+    )
+    for run in reversed(runs[-20:]):  # a vendor's accepted evidence is marked with its vendor, never a lab's
+        source = f"vendor {run['vendor']}" if run["vendor"] else run["source"]
         body.append(
-            f"<tr><td>{html.escape(run['finished'])}</td><td>{html.escape(run['lab'])}</td><td>{_verdict(run['verdict'])}</td>"
+            f'<tr class="{"vendor" if run["vendor"] else "lab"}"><td>{html.escape(run["finished"])}</td>'
+            f"<td>{html.escape(run['lab'])}</td><td>{html.escape(source)}</td><td>{_verdict(run['verdict'])}</td>"
             f"<td>{html.escape(run['run_id'])}</td><td>{html.escape(run['path'])}</td></tr>"
         )
     body.append("</table>")

@@ -39,6 +39,9 @@ def store_path(tmp_path):
 
 def test_the_site_has_a_grid_a_page_per_cell_and_per_night(store_path):
     with open_store(store_path) as store:
+        store.ingest(
+            [("acme.json", night_doc(29, 500.0, cell=CELLS[1], lab="lab-a", controller="v", vendor="acme"))]
+        )
         pages = site.pages(store)
     assert set(pages) == {"index.html"} | {site.cell_href(c) for c in CELLS} | {
         f"nights/2026-09-{d:02d}.html" for d in range(1, 31)
@@ -51,8 +54,12 @@ def test_the_site_has_a_grid_a_page_per_cell_and_per_night(store_path):
     (regression,) = [p for p in cell.split("<p ")[1:] if p.startswith('class="change regression"')]
     assert "regressed -1" in regression and "recipe 370a065910226f54 -&gt; fewer-threads" in regression
     assert "lab-a: output_throughput" in cell.split(regression)[0].rsplit("<h2", 1)[1]  # under lab a's series
+    vendor = pages[site.cell_href(CELLS[1])]  # a vendor's run is listed, marked, and kept out of the series
+    assert vendor.count('<tr class="vendor">') == 1 and "<td>vendor acme</td>" in vendor
+    assert "31 night(s)" not in index and index.count("(lab-a): 30 night(s)") == 3
     night = pages["nights/2026-09-19.html"]  # the slowdown's first night
     assert night.count('<tr class="run">') == 9
+    assert pages["nights/2026-09-30.html"].count('<tr class="run">') == 10  # the vendor's night too
     new = f'<p class="change new regression"><a href="../{site.cell_href(CELLS[0])}">{CELLS[0]}</a> [lab-a]'
     assert night.count(new) == 1 and "output_throughput@random-64-32/c1 regressed" in night
     assert pages["nights/2026-09-10.html"].count("<p>none</p>") == 4  # before it: nothing to say
