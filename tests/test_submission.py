@@ -438,3 +438,27 @@ def test_two_floors_measured_apart_on_one_workload_and_concurrency_are_rechecked
         "floor:median_ttft_ms@default/c1": ["perf-default-m1-c1-r0.json"],
     }
     assert checks["floor:median_ttft_ms@default/c1"]["details"]["summaries"][0]["mean_output_tokens"] == 12
+
+
+def test_pack_blames_the_real_source_of_a_refused_field(lab, tmp_path):
+    """Issue 45: every refusal said "describe it in --system FILE", a placeholder digest came back
+    as a raw regex. A value of --system is blamed on it, in words; one pack collected is not."""
+    placeholder = {"engines": [{"name": "llama.cpp", "image": "x", "image_digest": "sha256:..."}]}
+    with pytest.raises(PackError) as err:
+        lab.pack(lab.reports, tmp_path / "b.tar.gz", system=placeholder)
+    assert str(err.value) == (
+        "submission.json system/engines/0/image_digest: expected 'sha256:' and 64 hex digits (an "
+        "image's digest), got 'sha256:...' (as --system FILE gives it: correct it there)"
+    )
+
+
+def test_pack_says_a_refused_field_it_collected_is_not_from_system(lab, tmp_path, monkeypatch):
+    from dayzero.submission import pack as pack_module
+
+    monkeypatch.setattr(pack_module, "local_engine_image", lambda name: {})  # no image known here
+    with pytest.raises(PackError) as err:
+        lab.pack(lab.reports, tmp_path / "b.tar.gz", system={"system_name": "s"})
+    message = str(err.value)
+    assert message.startswith("submission.json system/engines/0: 'image' is a required property"), message
+    assert "(collected from the evidence packed and this machine, not from --system;" in message
+    assert "as --system FILE gives it" not in message

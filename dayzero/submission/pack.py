@@ -175,6 +175,38 @@ def describe_system(matrix: Matrix, docs: list[dict], vendor: str, overrides: di
     return _merge(system, overrides)
 
 
+def _refusal(exc: jsonschema.ValidationError, submission: dict, given: dict) -> str:
+    """Why submission.json is refused, blaming its real source: a value of `--system FILE`, or
+    one pack collected (the evidence, this machine), which the file can only fill where absent."""
+    path = list(exc.absolute_path)
+    where = "/".join(str(p) for p in path)
+    what = exc.message
+    if exc.validator == "pattern" and "sha256" in str(exc.validator_value):
+        what = f"expected 'sha256:' and 64 hex digits (an image's digest), got {exc.instance!r}"
+    if path[:1] == ["system"] and _given(given, submission["system"], path[1:]):
+        return f"submission.json {where}: {what} (as --system FILE gives it: correct it there)"
+    if path[:1] == ["system"]:
+        return (
+            f"submission.json {where}: {what} (collected from the evidence packed and this machine, not "
+            "from --system; a field missing here can be given in --system FILE)"
+        )
+    return f"submission.json {where}: {what}"
+
+
+def _given(given, collected, path: list) -> bool:
+    """Does `--system`'s data name the field at `path`? Its `engines` entries go by name."""
+    if not path:
+        return True
+    head, rest = path[0], path[1:]
+    if isinstance(given, dict) and head == "engines" and isinstance(given.get("engines"), list) and rest:
+        name = collected["engines"][rest[0]].get("name") if isinstance(rest[0], int) else None
+        entry = next((e for e in given["engines"] if isinstance(e, dict) and e.get("name") == name), None)
+        return entry is not None and _given(entry, collected["engines"][rest[0]], rest[1:])
+    if isinstance(given, dict) and head in given:
+        return _given(given[head], collected.get(head) if isinstance(collected, dict) else None, rest)
+    return False
+
+
 def _tar(staging: Path, names: list[str], out: Path, mtime: int) -> None:
     """Deterministic .tar.gz: sorted names, fixed owner and times, gzip header without a date."""
     with (
@@ -260,8 +292,7 @@ def pack(
     try:
         jsonschema.Draft202012Validator(yamlfile.schema("submission")).validate(submission)
     except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path)
-        raise PackError(f"submission.json {where}: {exc.message} (describe it in --system FILE)") from None
+        raise PackError(_refusal(exc, submission, system or {})) from None
     with tempfile.TemporaryDirectory(prefix="dayzero-pack-") as tmp:
         staging = Path(tmp)
         names = [SUBMISSION]
