@@ -39,7 +39,7 @@ from dayzero.lab.transport import CONNECT_TIMEOUT_S, Transport, network_address
 from dayzero.redact import redact, redact_file
 from dayzero.report.allure_cell import attach_story
 from dayzero.run import plan, records
-from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls
+from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls, score_goldens
 from dayzero.run.preview import launch_text
 from dayzero.run.stall import watched
 from dayzero.spec.card import claims_for, golden_source
@@ -287,7 +287,7 @@ def _probe(
     if record_goldens:
         return checks
     machine = (answer.get("client") or {}).get("machine")
-    forced = score_goldens(ctx, cell, ep, golden)
+    forced = score_goldens(ctx.matrix.card(cell), cell, ep, golden.outputs if golden else None)
     for p in probe_plan.probes:
         expected = golden.outputs.get(p.id) if golden else None
         provenance = golden.provenance if golden else None  # compared with this run's recipe and engine
@@ -310,19 +310,6 @@ def _probe(
             )
         )
     return checks
-
-
-def score_goldens(ctx: RunContext, cell: Cell, ep: Endpoint, golden: Golden | None) -> dict:
-    """The goldens' texts scored by the engine under test (teacher forcing), where it can: per
-    probe, its scores or None and why not (`plan.ScorePlan.forced`)."""
-    score_plan, why = plan.scores(ctx.matrix.card(cell), cell, golden.outputs if golden else None)
-    if score_plan is None:
-        return {p.id: (None, why) for p in ctx.matrix.card(cell).probes}
-    spec = {"action": "requests", "url": ep.url, "concurrency": 1, "requests": score_plan.requests()}
-    answer, _ = metered(ep, score_plan.phase, lambda: ep.client(spec, 600))
-    ep.alive()
-    save_records(ctx, cell, score_plan.phase, answer)
-    return score_plan.forced(answer["records"])
 
 
 def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:

@@ -290,6 +290,21 @@ def run_speculative(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> 
             yield result
 
 
+def score_goldens(
+    card: ModelCard, cell: Cell, ep: Endpoint, goldens: Mapping[str, str] | None
+) -> dict[str, tuple[list | None, str]]:
+    """The golden texts (`goldens`: probe id -> text) scored by the engine under test (teacher
+    forcing), where it can: per probe, its scores or None and why not (`plan.ScorePlan.forced`)."""
+    score_plan, why = plan.scores(card, cell, goldens)
+    if score_plan is None:
+        return {p.id: (None, why) for p in card.probes}
+    spec = {"action": "requests", "url": ep.url, "concurrency": 1, "requests": score_plan.requests()}
+    answer, _ = metered(ep, score_plan.phase, lambda: ep.client(spec, 600))
+    ep.alive()
+    ep.keep(score_plan.phase, answer)
+    return score_plan.forced(answer["records"])
+
+
 def run_tool_calls(
     card: ModelCard,
     cell: Cell,

@@ -26,7 +26,7 @@ from dayzero.lab.preflight import NO_DRIVER, HostFacts
 from dayzero.loadgen.client import VERSION as CLIENT_VERSION
 from dayzero.loadgen.client import prompt_digest
 from dayzero.run import plan, records
-from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls
+from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls, score_goldens
 from dayzero.spec.goldens import load_golden
 from dayzero.spec.inventory import Host
 from dayzero.spec.matrix import Cell, Matrix
@@ -283,6 +283,7 @@ def run_cell(
     keep(probes.phase, probe_answer)
     by_id = {r["id"]: r for r in probe_answer["records"]}
     checks = [check_probe(p, by_id[p.id]["text"], None) for p in probes.probes]
+    forced = score_goldens(card, cell, ep, golden.outputs if golden else None)
     recipe = render(matrix, cell, [HOST])
     checks += [
         check_golden(
@@ -296,6 +297,8 @@ def run_cell(
             missing=probes.missing_verdict,
             golden_steps=golden.tokens.get(p.id) if golden else None,
             output_steps=by_id[p.id].get("logprobs"),
+            forced=forced[p.id][0],
+            forced_why=forced[p.id][1],
         )
         for p in probes.probes
     ]
