@@ -145,10 +145,37 @@ def test_two_packages_claiming_one_name_is_an_error_naming_both(monkeypatch):
         engines.registered()
 
 
-def test_an_entry_point_that_is_not_an_engine_of_its_name_is_refused(monkeypatch):
-    _registry(monkeypatch, EntryPoint("vllm", "dayzero.engines.sglang:ENGINE", engines.GROUP))
+def test_an_entry_point_that_is_not_an_engine_of_its_name_is_refused(monkeypatch, capsys):
+    _registry(
+        monkeypatch,
+        EntryPoint("vllm", "dayzero.engines.sglang:ENGINE", engines.GROUP),
+        EntryPoint("llama.cpp", "dayzero.engines.llamacpp:ENGINE", engines.GROUP),
+    )
+    assert set(engines.registered()) == {"llama.cpp"}
     with pytest.raises(engines.EngineError, match="expected a dayzero.engines.Engine named 'vllm'"):
-        engines.registered()
+        engines.get("vllm")
+    assert "expected a dayzero.engines.Engine named 'vllm'" in capsys.readouterr().err
+
+
+def test_a_plugin_that_fails_to_load_is_named_and_skipped(monkeypatch, capsys):
+    """A vendor's engine whose import raises: named once on stderr, its own cells fail saying why,
+    every other engine's run as before (issue 40, item 3)."""
+    _registry(
+        monkeypatch,
+        EntryPoint("ascend", "vendor_not_installed.engine:ENGINE", engines.GROUP),
+        EntryPoint("llama.cpp", "dayzero.engines.llamacpp:ENGINE", engines.GROUP),
+    )
+    assert set(engines.registered()) == {"llama.cpp"}
+    assert engines.get("llama.cpp").name == "llama.cpp"
+    err = capsys.readouterr().err
+    assert err.count("vendor_not_installed.engine:ENGINE failed to load: ModuleNotFoundError") == 1
+    assert "its cells cannot run, the others are not affected" in err
+    for ask in (engines.get, engines.find_or_plain):
+        with pytest.raises(
+            engines.EngineError, match="'ascend' = vendor_not_installed.engine:ENGINE failed to load"
+        ):
+            ask("ascend")
+    assert engines.find("ascend") is None
 
 
 def test_an_unknown_engine_names_those_installed():

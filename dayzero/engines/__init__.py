@@ -7,11 +7,14 @@ exactly as a vendor's package registers theirs:
     my-engine = "my_package.engine:ENGINE"    # an instance of dayzero.engines.Engine
 
 The entry point's name is the `engine.name` model cards use. Two packages claiming one name is
-an error naming both, never a silent pick.
+an error naming both, never a silent pick. A plugin that fails to load (its import raises, or
+it is not an engine of its name) is named once on stderr and skipped: the cells of every other
+engine run; asking for its own engine is an error that says why it did not load.
 """
 
 from __future__ import annotations
 
+import sys
 from functools import cache
 from importlib.metadata import entry_points
 
@@ -35,15 +38,17 @@ __all__ = [
     "EngineError",
     "find",
     "get",
+    "load_failure",
     "registered",
     "router_of",
 ]
 
 
 @cache
-def registered() -> dict[str, Engine]:
-    """Every engine installed, by name (loaded once per process)."""
+def _loaded() -> tuple[dict[str, Engine], dict[str, str]]:
+    """(every engine installed that loads, by name; why each one that did not load failed)."""
     out: dict[str, Engine] = {}
+    failed: dict[str, str] = {}
     origin: dict[str, str] = {}
     for ep in entry_points(group=GROUP):
         if ep.name in origin and origin[ep.name] != ep.value:
@@ -51,16 +56,39 @@ def registered() -> dict[str, Engine]:
                 f"engine {ep.name!r} is registered twice ({GROUP} entry points): "
                 f"{origin[ep.name]} and {ep.value}"
             )
-        engine = ep.load()
+        origin[ep.name] = ep.value
+        try:
+            engine = ep.load()
+        except Exception as exc:  # a vendor's plugin: whatever its import raises, the others run
+            failed[ep.name] = (
+                f"{GROUP} entry point {ep.name!r} = {ep.value} failed to load: {type(exc).__name__}: {exc}"
+            )
+            continue
         if not isinstance(engine, Engine) or engine.name != ep.name:
-            raise EngineError(
+            failed[ep.name] = (
                 f"{GROUP} entry point {ep.name!r} = {ep.value}: expected a dayzero.engines.Engine "
                 f"named {ep.name!r}, got {engine!r}"
             )
-        out[ep.name], origin[ep.name] = engine, ep.value
+            continue
+        out[ep.name] = engine
+    for why in failed.values():
+        print(f"dayzero: {why}; its cells cannot run, the others are not affected", file=sys.stderr)
     if not out:
         raise EngineError(f"no engine is registered ({GROUP} entry points): reinstall dayzero (tools/setup)")
-    return out
+    return out, failed
+
+
+def registered() -> dict[str, Engine]:
+    """Every engine installed that loads, by name (loaded once per process)."""
+    return _loaded()[0]
+
+
+registered.cache_clear = _loaded.cache_clear  # tests reload the registry
+
+
+def load_failure(name: str) -> str:
+    """Why the plugin registered under `name` did not load ('' where it did, or none is)."""
+    return _loaded()[1].get(name, "")
 
 
 def router_of(argv) -> Engine | None:
@@ -83,6 +111,8 @@ def find_or_plain(name: str) -> Engine:
     found = find(name)
     if found is not None:
         return found
+    if why := load_failure(name):  # installed but broken: its cells fail, saying why
+        raise EngineError(why)
     plain = Engine()
     plain.name = plain.display = name
     return plain
@@ -91,6 +121,8 @@ def find_or_plain(name: str) -> Engine:
 def get(name: str) -> Engine:
     """The engine of that card name; an unknown one is an error naming those installed."""
     engine = find(name)
+    if engine is None and (why := load_failure(name)):
+        raise EngineError(why)
     if engine is None:
         known = ", ".join(sorted(registered()))
         raise EngineError(
