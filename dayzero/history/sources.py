@@ -4,7 +4,7 @@ A source that does not exist, or holds no evidence, is refused before the store 
 mistyped folder must never read as "0 runs" (and never empty a store under `--rebuild`). Files
 are parsed and validated in worker processes, by the evidence schema compiled once (`valid`: a
 real cell's document was ~1 ms of jsonschema, most of an ingest's time); the store receives
-only the `Run`s, in file order.
+only their rows (`store.Rows`), in file order.
 """
 
 from __future__ import annotations
