@@ -87,3 +87,18 @@ def test_a_keyword_it_does_not_know_is_refused_at_compile_time():
         valid.compile_schema({"type": "string", "format": "date-time"})
     with pytest.raises(valid.Unsupported, match="anyOf"):
         valid.compile_schema({"properties": {"a": {"anyOf": [{"type": "string"}]}}})
+
+
+def test_an_evidence_schema_the_compiler_cannot_read_sends_every_file_to_jsonschema(tmp_path, monkeypatch):
+    from dayzero import evidence
+    from dayzero.history import sources
+
+    schema = yamlfile.schema("evidence")
+    schema["properties"]["cell"]["format"] = "a keyword valid.py does not know"
+    monkeypatch.setattr(sources.yamlfile, "schema", lambda name: schema)
+    sources._check.cache_clear()
+    try:
+        path = evidence.write(tmp_path, night_doc(0, 100.0))
+        assert sources._check() is None and sources.read_file(path).run[1] == night_doc(0, 1.0)["cell"]
+    finally:
+        sources._check.cache_clear()

@@ -29,11 +29,15 @@ from dayzero.spec.yamlfile import format_path
 
 @functools.cache
 def _check():
-    return valid.compile_schema(yamlfile.schema("evidence"))
+    try:
+        return valid.compile_schema(yamlfile.schema("evidence"))
+    except valid.Unsupported:  # a keyword the compiler lacks: every document goes to jsonschema
+        return None
 
 
 def _valid(doc: object) -> bool:
-    return _check()(doc)
+    check = _check()
+    return check is not None and check(doc)
 
 
 PARALLEL_FROM = 2000  # files: below this, starting workers costs more than it saves
