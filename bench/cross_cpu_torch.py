@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
 
 from bench.cross_cpu import local_lab  # noqa: E402
-from dayzero.lab.cache import engines_venv  # noqa: E402
+from dayzero.cache import engines_venv  # noqa: E402
 from dayzero.spec.recipe import render  # noqa: E402
 
 CELL = "smollm2-135m/cpu+sglang/low_latency/baseline"

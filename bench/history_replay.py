@@ -31,9 +31,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
+from dayzero.cache import cache_root, model_path, server_binary  # noqa: E402
 from dayzero.history.store import open_store  # noqa: E402
 from dayzero.history.trends import cell_changes  # noqa: E402
-from dayzero.lab.cache import cache_root, model_path, server_binary  # noqa: E402
 from tests.submission_corpus.lab import relaxed_matrix  # noqa: E402
 
 LOCK = "/tmp/dayzero-e2e.lock"

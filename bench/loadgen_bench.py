@@ -37,8 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
+from dayzero.cache import cache_root  # noqa: E402
 from dayzero.checks.metrics import run_summary, saturation  # noqa: E402
-from dayzero.lab.cache import cache_root  # noqa: E402
 from dayzero.loadgen import client_source  # noqa: E402
 
 STUB_PORT, LLAMA_PORT = 19010, 19020

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dayzero.lab.cache import engines_venv, model_path, server_binary
+from dayzero.cache import engines_venv, model_path, server_binary
 from dayzero.spec import parser_cache
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,7 +54,7 @@ def install_stub_engine() -> Path:
     import hashlib
 
     from dayzero import engines
-    from dayzero.lab.cache import cache_root
+    from dayzero.cache import cache_root
 
     files = sorted(p for p in STUB_ENGINE.rglob("*") if p.is_file() and "egg-info" not in str(p))
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:16]

@@ -14,7 +14,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from dayzero.lab.cache import server_binary, server_dir
+from dayzero.cache import server_binary, server_dir
 
 IMAGE = "localhost/dayzero-llama:test"
 TOOLS = ("sh", "cat", "dirname", "head", "sleep", "true")

@@ -17,8 +17,8 @@ import subprocess
 
 import pytest
 
+from dayzero.cache import SMOLLM2_GGUF, model_path
 from dayzero.errors import StillLoading
-from dayzero.lab.cache import SMOLLM2_GGUF, model_path
 from dayzero.lab.deploy import Deployment
 from dayzero.lab.preflight import gather
 from dayzero.lab.transport import open_transport

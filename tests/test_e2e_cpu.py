@@ -173,7 +173,7 @@ def test_interrupt_mid_cell_leaves_no_process_and_no_lease(tmp_path, how):
             time.sleep(0.5)
     assert not alive(), f"llama-server group {pgid} survived {how}"
     assert proc.returncode != 0
-    from dayzero.lab.cache import cache_root
+    from dayzero.cache import cache_root
     from dayzero.lab.lease import try_acquire
     from dayzero.lab.transport.local import LocalTransport
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from dayzero.lab.cache import isa_level, rpc_server_binary, server_binary
+from dayzero.cache import isa_level, rpc_server_binary, server_binary
 from dayzero.spec.engine_identity import parse
 from devlab.engine_build import cpu_lacks, isa_check, isa_flags, source_text
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from dayzero.cache import model_path
 from dayzero.errors import DayzeroError
-from dayzero.lab.cache import model_path
 from dayzero.spec import fit
 from dayzero.spec.matrix import load_matrix
 

@@ -14,7 +14,7 @@ import shutil
 import pytest
 import yaml
 
-from dayzero.lab.cache import model_path
+from dayzero.cache import model_path
 from dayzero.run.cell import RunContext, new_run_id, run_cell
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dayzero.lab import cache
+from dayzero import cache
 from dayzero.report import allure_build
 from dayzero.report.allure_build import ALLURE_CLI, ALLURE_DIR, ReportError, allure_cli
 

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from dayzero import cli
+from dayzero.cache import server_binary
 from dayzero.engines.base import ARGV_SCRIPT
 from dayzero.engines.llamacpp import help as llama_help
 from dayzero.engines.sglang import engines_python
 from dayzero.engines.vllm import vllm_python
-from dayzero.lab.cache import server_binary
 from dayzero.report import acceptance
 from dayzero.spec import lint
 from dayzero.spec.matrix import load_matrix

@@ -251,8 +251,8 @@ def test_a_two_host_cell_with_one_host_is_skipped_at_once(tmp_path):
 
 @needs_engine
 def test_rpc_server_commands_are_checked_against_rpc_servers_own_help():
+    from dayzero.cache import rpc_server_binary
     from dayzero.engines.llamacpp import help as llama_help
-    from dayzero.lab.cache import rpc_server_binary
 
     table = llama_help.table(rpc_server_binary())
     assert table["--port"]["value"] and table["-H"]["value"] and not table["--cache"]["value"]

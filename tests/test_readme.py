@@ -207,7 +207,7 @@ DELEGATES: dict[str, tuple[str, str] | set[int]] = {
     "args.func": set(),  # __init__.main: the verb's own function, read below per verb
     "func": set(),  # submission.crash_guard: the wrapped verb, read below
     "lint.main": ("dayzero/spec/lint.py", "main"),
-    "cache.main": ("dayzero/lab/cache.py", "main"),
+    "cache.main": ("dayzero/cache.py", "main"),
     "run_nightly": ("dayzero/report/nightly.py", "run_nightly"),
     "report.exit_code": set(SUBMISSION_EXIT.values()),
 }

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dayzero.lab.cache import cache_root, model_path, server_binary
+from dayzero.cache import cache_root, model_path, server_binary
 from dayzero.report import plots
 from devlab.browser import AllureReportPage, Browser, chromium_path
 

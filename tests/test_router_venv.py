@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from dayzero.lab.cache import router_venv
+from dayzero.cache import router_venv
 from dayzero.spec.matrix import load_matrix
 
 from .conftest import REPO

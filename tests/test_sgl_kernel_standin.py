@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from dayzero.lab.cache import engines_venv
+from dayzero.cache import engines_venv
 
 PYTHON = engines_venv() / "bin" / "python"
 pytestmark = pytest.mark.skipif(

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
+from dayzero.cache import LLAMA_CPP_PYTHON_VERSION, isa_level, server_binary
 from dayzero.checks.near_tie import spells, steps
-from dayzero.lab.cache import LLAMA_CPP_PYTHON_VERSION, isa_level, server_binary
 from dayzero.spec.engine_identity import parse, same_engine
 from dayzero.spec.goldens import load_golden
 from dayzero.spec.matrix import load_matrix

@@ -115,7 +115,7 @@ def test_testbed_cli_start_status_stop(tmp_path):
 def test_testbed_inventory_runs_the_cpu_cells_as_written(tmp_path):
     """`tools/testbed start` with no options writes what the cpu cells need (the cached engine
     on PATH, model_root), so `pytest -m cpu --hosts <that inventory>` renders every command."""
-    from dayzero.lab.cache import model_path, server_binary
+    from dayzero.cache import model_path, server_binary
 
     from .conftest import run_pytest
 

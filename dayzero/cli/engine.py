@@ -12,6 +12,6 @@ def add(sub) -> None:
 
 
 def run(args) -> int:
-    from dayzero.lab import cache
+    from dayzero import cache
 
     return cache.main(["--print-paths"] if args.print_paths else [])

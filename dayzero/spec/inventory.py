@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dayzero.cache import cache_root, server_dir
 from dayzero.errors import ConfigError, raise_all
-from dayzero.lab.cache import cache_root, server_dir
 from dayzero.spec import yamlfile
 from dayzero.spec.suggest import did_you_mean
 

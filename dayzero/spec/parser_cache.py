@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from dayzero import atomic
-from dayzero.lab.cache import cache_root
+from dayzero.cache import cache_root
 
 ENV = "DAYZERO_LINT_CACHE"
 

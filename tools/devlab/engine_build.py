@@ -2,7 +2,7 @@
 
 Development tooling, not installed with dayzero: `tools/build-engine` and `tools/setup` run it.
 Stdlib only on purpose: `tools/build-engine` runs it before any virtualenv exists. The cache
-paths come from `dayzero.lab.cache` (also stdlib only), so the build and the runs agree on them;
+paths come from `dayzero.cache` (also stdlib only), so the build and the runs agree on them;
 the 7-minute build happens once per machine.
 """
 
@@ -24,7 +24,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from dayzero.lab.cache import (
+from dayzero.cache import (
     LLAMA_CPP_PYTHON_VERSION,
     SMOLLM2_GGUF,
     SMOLLM2_TOOLS_TEMPLATE,

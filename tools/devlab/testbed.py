@@ -625,7 +625,7 @@ def engine_defaults() -> tuple[str, dict[str, str]]:
     too: OpenMP threads wait passively there (OMP_WAIT_POLICY), as llama.cpp runs one thread
     (`threads`), or two SGLang servers side by side starve each other spinning (measured: 2
     ranks decoded 32 tokens in 17.7 s spinning, 3.8 s passive)."""
-    from dayzero.lab.cache import cache_root, model_path, server_binary  # stdlib only, like this file
+    from dayzero.cache import cache_root, model_path, server_binary  # stdlib only, like this file
 
     engines, router = cache_root() / "engines-venv" / "bin", cache_root() / "router-venv" / "bin"
     setup = f'export PATH="{server_binary().parent}:{engines}:$PATH:{router}" OMP_WAIT_POLICY=PASSIVE'

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from dayzero import cache
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import RANK, ArgvParser, Engine
 from dayzero.engines.llamacpp import help, log
 from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
-from dayzero.lab import cache
 
 PROGRAMS = {"llama-server": cache.server_binary, "rpc-server": cache.rpc_server_binary}
 SPEC = (

@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dayzero import cache
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import DISAGGREGATED, RANK, ArgvParser, Engine, venv_python
 from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals, parse_prometheus
 from dayzero.engines.sglang import log, router_log, score
 from dayzero.engines.template import CardTemplate
-from dayzero.lab import cache
 
 
 def engines_python() -> Path:

@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dayzero import cache
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import ArgvParser, Engine, venv_python
 from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
 from dayzero.engines.template import CardTemplate
 from dayzero.engines.vllm import log, score
-from dayzero.lab import cache
 
 SPEC = (
     "vllm:spec_decode_num_drafts_total",
