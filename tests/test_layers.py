@@ -31,7 +31,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),
 )
 DEBTS = {  # (importer, imported): upward imports still to remove
-    ("dayzero.run.cell", "dayzero.report.allure_cell"),  # the plugin should attach the story
     ("dayzero.history.pictures", "dayzero.report.plots"),  # pictures belong beside the plots
 }
 

@@ -60,6 +60,7 @@ def run_context(config: pytest.Config, worker: str) -> RunContext:
         connect_timeout=config.getoption("dayzero_connect_timeout"),
         heartbeat_timeout=config.getoption("dayzero_heartbeat_timeout"),
         say=Progress(progress_log(reports, run_id), worker, _terminal(config, worker)),
+        on_evidence=allure_cell.attach_story,
     )
 
 

@@ -37,7 +37,6 @@ from dayzero.lab.presence import role_checks
 from dayzero.lab.slurm_pool import SlurmPool
 from dayzero.lab.transport import CONNECT_TIMEOUT_S, Transport, network_address
 from dayzero.redact import redact, redact_file
-from dayzero.report.allure_cell import attach_story
 from dayzero.run import plan, records
 from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls, score_goldens
 from dayzero.run.preview import launch_text
@@ -70,6 +69,9 @@ class RunContext:
     transports: dict[str, Transport] = field(default_factory=dict)
     facts: dict[str, HostFacts] = field(default_factory=dict)
     golden_alternate: str = ""  # `golden record --alternate WHY`: add, beside the golden, with why
+    # What the caller does with each cell's evidence once written, on every exit path: the pytest
+    # plugin attaches the Allure story (`report.allure_cell.attach_story`); the run knows no report.
+    on_evidence: Callable[[RunContext, dict, Path | None], None] = lambda ctx, doc, path: None
 
     @property
     def quarantine_dir(self) -> Path:
@@ -484,7 +486,7 @@ def write_evidence(ctx: RunContext, cell: Cell, run: CellRun, record_goldens: bo
         return None
     path = evidence.write(ctx.reports_dir, doc)
     allure.attach.file(str(path), "evidence", allure.attachment_type.JSON)
-    attach_story(ctx, doc, path)
+    ctx.on_evidence(ctx, doc, path)
     return path
 
 
