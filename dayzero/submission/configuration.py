@@ -176,4 +176,46 @@ def check_facts(s: Subject, ref: Reference) -> list[Finding]:
     return out
 
 
-CHECKS = (check_model_files, check_harness_version, check_leases, check_facts)
+def _collected(s: Subject, ref: Reference) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """What the harness collected: each kind's drivers (its hosts' facts), each engine's versions."""
+    drivers: dict[str, set[str]] = {}
+    for _, _, cell, host in _hosts(s, ref):
+        if isinstance(driver := _facts(host).get("driver_version"), str):
+            drivers.setdefault(cell.hardware, set()).add(driver)
+    versions: dict[str, set[str]] = {}
+    for doc in s.evidence.values():
+        engine = doc.get("engine") if isinstance(doc.get("engine"), dict) else {}
+        if isinstance(engine.get("name"), str) and isinstance(engine.get("version"), str):
+            versions.setdefault(engine["name"], set()).add(engine["version"])
+    return drivers, versions
+
+
+def check_system(s: Subject, ref: Reference) -> list[Finding]:
+    """The system description agrees with what the harness collected: a kind's driver is the one
+    preflight read on its hosts (none on a cpu host), an engine's version the one its runs
+    recorded. A description fills what cannot be collected; it never says otherwise."""
+    system = (s.submission or {}).get("system")
+    if not isinstance(system, dict):
+        return []
+    drivers, versions = _collected(s, ref)
+    out = []
+    for kind, fields in sorted((system.get("hardware") or {}).items()):
+        said = fields.get("driver") if isinstance(fields, dict) else None
+        for seen in sorted(drivers.get(kind, ())) if isinstance(said, str) else ():
+            if (said == NO_DRIVER) != (seen == NO_DRIVER) or (seen != NO_DRIVER and seen not in said):
+                found = f"system.hardware.{short(kind, 40)}.driver {short(said)}"
+                out.append(
+                    Finding(
+                        SUBMISSION, "configuration.system", found, f"the driver its hosts had: {short(seen)}"
+                    )
+                )
+    for i, engine in enumerate(system.get("engines") or []):
+        name, said = (engine.get("name"), engine.get("version")) if isinstance(engine, dict) else (None, None)
+        if (seen := versions.get(name)) and said not in seen:
+            found = f"system.engines[{i}].version {short(said)} ({short(name, 40)})"
+            expected = f"the version its runs recorded: {short(', '.join(sorted(seen)))}"
+            out.append(Finding(SUBMISSION, "configuration.system", found, expected))
+    return out
+
+
+CHECKS = (check_model_files, check_harness_version, check_leases, check_facts, check_system)

@@ -131,6 +131,19 @@ def harness_version(members: Members) -> Members:
     return edit_json(members, "submission.json", lambda doc: doc["harness"].update(version="9.9.9"))
 
 
+def _system(change: Callable[[dict], None]) -> Callable[[Members], Members]:
+    return lambda members: edit_json(members, "submission.json", lambda doc: change(doc["system"]))
+
+
+def _gpu_driver(system: dict) -> None:
+    """Issue 45: a cpu run's description said "NVIDIA driver, CUDA 13.0" and was accepted."""
+    system["hardware"]["cpu"]["driver"] = "NVIDIA 580.65.06, CUDA 13.0"
+
+
+def _other_engine_version(system: dict) -> None:
+    system["engines"][0]["version"] = "b9999 (described, not run)"
+
+
 CASES = [
     IdentityCase("prompt-digest-of-another-prompt", "inputs.digest", edited(digest_of_another_prompt, True)),
     IdentityCase("prompts-shortened-recomputed", "inputs.length", consistent(shorter_prompts), "-r0.json"),
@@ -152,5 +165,11 @@ CASES = [
     ),
     IdentityCase("gpu-facts-for-a-cpu-cell", "configuration.facts", edited(_facts(_gpu_facts), True)),
     IdentityCase("facts-missing", "configuration.facts", edited(_facts(_no_facts), True)),
+    IdentityCase("system-driver-not-its-hosts", "configuration.system", edited(_system(_gpu_driver), True)),
+    IdentityCase(
+        "system-engine-version-not-its-runs",
+        "configuration.system",
+        edited(_system(_other_engine_version), True),
+    ),
     IdentityCase("one-run-backs-two-cells", "identity.one-run", consistent(one_run_two_cells), "-c1-r0.json"),
 ]
