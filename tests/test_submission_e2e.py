@@ -304,6 +304,52 @@ def test_a_request_missing_from_the_vllm_log_is_rejected(real_lab, tmp_path):
     assert "engine.requests" in {f.requirement for f in report.findings}, report.lines()
 
 
+def test_a_vllm_acceptance_beyond_its_streamed_chunks_is_rejected(real_lab, tmp_path):
+    """Issue 42 item 1: the prose workload's accepted draft tokens raised to 20 beyond what its
+    chunks allow (vLLM streams each step's tokens as one chunk or more steps, so accepted <=
+    generated - chunks), still below the tokens generated and the drafts proposed; the records'
+    kept counters and the evidence's acceptance rewritten to agree, re-signed."""
+    from dayzero.checks.server_metrics import phase_totals
+
+    from .submission_corpus.hostile import (
+        SPEC_SERIES,
+        _rewritten,
+        _with_kept_counters,
+        recomputed,
+        run_file,
+    )
+
+    members, ev = _vllm_members(real_lab, "ngram_spec")
+    rel = run_file(members, ev, "/spec-chat-prose.json")
+    snaps = json.loads(members[rel.replace(".json", ".metrics.json")])
+    done = [r for r in json.loads(members[rel])["records"] if r.get("end") is not None and not r.get("error")]
+    chunks = sum(len(r.get("chunks") or ()) for r in done)
+    generated = phase_totals("vllm", snaps).generated
+    target = generated - chunks + 20
+    assert target < generated, (generated, chunks)
+    accepted, proposed = SPEC_SERIES["vllm"]
+    _rewritten(snaps, accepted, lambda _: target)
+    _rewritten(snaps, proposed, lambda was: max(was, 2 * target))
+    forged = recomputed(_with_kept_counters(members, rel, snaps, "vllm"), real_lab, tmp_path)
+    report = _resigned(real_lab, forged, tmp_path)
+    assert not report.accepted
+    found = [f for f in report.findings if f.requirement == "engine.speculative"]
+    assert found and "chunks the records streamed" in found[0].expected, report.lines()
+
+
+def test_an_sglang_server_time_below_physics_is_rejected(real_lab, tmp_path):
+    """Issue 42 item 1 on SGLang's account: the perf phase's end-to-end latency sum (and its TTFT
+    sum) cut to a thousandth, evidence recomputed, re-signed: below what the tokens need at the
+    cpu host's roofline."""
+    from .submission_corpus.hostile import consistent, server_time_below_physics
+
+    with targeting("sglang"):
+        bundle = consistent(server_time_below_physics)(real_lab, tmp_path)
+    report = real_lab.check(bundle)
+    assert not report.accepted
+    assert "physics.server-time" in {f.requirement for f in report.findings}, report.lines()
+
+
 # -- teacher forcing: the goldens scored by SGLang and vLLM, recomputed from the bundle -------------
 
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dayzero.submission.physics import REQUIREMENT
+from dayzero.submission.physics import REQUIREMENT, SERVER_TIME
 
 from .conftest import needs_engine
 from .submission_corpus.hostile import evidence_name, perf_file, recomputed
@@ -54,8 +54,13 @@ def test_one_stream_at_0_9_ms_between_tokens_on_a_2_core_cpu_host_is_refused(lab
     report = lab.check(bundle)
     assert not report.accepted
     requirements = {f.requirement for f in report.findings}
-    assert requirements == {REQUIREMENT}, report.lines()  # every other account agrees
-    lines = [f.line() for f in report.findings if "low_latency__baseline" in f.file and "perf-" in f.file]
+    # every other account agrees; the server's own time, as fast, is below physics too
+    assert REQUIREMENT in requirements <= {REQUIREMENT, SERVER_TIME}, report.lines()
+    lines = [
+        f.line()
+        for f in report.findings
+        if f.requirement == REQUIREMENT and "low_latency__baseline" in f.file and "perf-" in f.file
+    ]
     assert lines and all("implausible: above the roofline of cpu by" in line for line in lines), lines
 
 
@@ -70,9 +75,11 @@ def test_the_real_run_forged_to_0_9_ms_between_tokens_is_refused(real_lab, tmp_p
     measured = median_gap(json.loads(members[perf_file(members, ev)]))
     cell = ev.removeprefix("evidence/").rsplit("__", 1)[0]
     report = real_lab.check(forged_bundle(real_lab, tmp_path, s=0.9e-3 / measured, only=cell))
-    assert {f.requirement for f in report.findings} == {REQUIREMENT}, report.lines()
+    assert REQUIREMENT in {f.requirement for f in report.findings} <= {REQUIREMENT, SERVER_TIME}, (
+        report.lines()
+    )
     assert all(cell in f.file for f in report.findings), report.lines()
-    lines = [f.line() for f in report.findings if "/perf-" in f.file]
+    lines = [f.line() for f in report.findings if f.requirement == REQUIREMENT and "/perf-" in f.file]
     assert lines and all("implausible: above the roofline of cpu by" in line for line in lines), lines
 
 

@@ -81,6 +81,10 @@ class Engine:
     # Its /metrics count prompt tokens less cached ones: the client's records must carry cached.
     counts_evaluated_prompt: bool = False
     counts_requests: bool = False  # its /metrics count finished requests
+    # Each streamed chunk carries the tokens of one decode step or more (vLLM, SGLang), so its
+    # accepted draft tokens are at most generated less chunks; llama-server streams every token
+    # as its own chunk, so its chunks say nothing of its steps.
+    streams_whole_steps: bool = False
     # Its log and /metrics are read into its own account (`parse_log`, `totals`): the submission
     # checker holds a bundle's records to them; a bundle of an engine without is rejected.
     accounted: bool = False

@@ -15,7 +15,8 @@ names the counters per engine). Each phase must agree with it, within stated tol
 - time: the server's own time for the phase's requests, summed, is no more than the client's
   end-to-end times summed (plus `TIME_TOLERANCE_S` per request for rounding), and more than
   nothing where tokens were generated;
-- speculative counters kept in the records equal those the snapshots give.
+- speculative counters kept in the records equal those the snapshots give, and are possible for
+  the phase's generated tokens and streamed chunks (`speculative_account`).
 
 In a prefill/decode cell the decode servers' counters are the client's account (`decode_side`).
 
@@ -33,6 +34,7 @@ from dayzero.checks.server_metrics import phase_totals
 from dayzero.checks.speculative import from_snapshots
 from dayzero.engines.prometheus import Totals
 from dayzero.run.records import metrics_for
+from dayzero.submission import speculative_account
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.engine_account import CACHED, count_at
 from dayzero.submission.findings import Finding, short
@@ -152,7 +154,24 @@ def check_phase(kind: str, rel: str, mrel: str, answer: dict, doc: dict) -> list
     ]
     if problem := counters_problem(kind, answer, doc):
         out.append(Finding(rel, "engine.metrics", problem, "the counters of the phase's own snapshots"))
-    return out
+    return out + speculative_findings(kind, rel, mrel, answer, doc, server)
+
+
+def speculative_findings(kind: str, rel: str, mrel: str, answer: dict, doc: dict, server: Totals) -> list:
+    """The phase's speculative counters possible for its generated tokens and streamed chunks
+    (`speculative_account`); nothing where the engine publishes none or generated nothing."""
+    before, after = from_snapshots(kind, doc.get("before")), from_snapshots(kind, doc.get("after"))
+    if before is None or after is None or server.generated is None:
+        return []
+    done = [r for r in answer["records"] if r.get("end") is not None and not r.get("error")]
+    chunks = sum(len(r["chunks"]) for r in done if isinstance(r.get("chunks"), list))
+    whole_steps = engines.get(kind).streams_whole_steps
+    return [
+        Finding(mrel, speculative_account.REQUIREMENT, found, f"{expected} ({short(rel, 160)})")
+        for found, expected in speculative_account.problems(
+            after - before, server.generated, chunks, whole_steps
+        )
+    ]
 
 
 def decode_side(doc: dict, snapshots: dict) -> dict:

@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import math
 
+from dayzero import engines
 from dayzero.checks.roofline import Ceiling, above, speed
+from dayzero.checks.server_metrics import phase_totals
 from dayzero.checks.speculative import from_snapshots
 from dayzero.run.records import is_records_file, metrics_for
 from dayzero.spec.card import ActiveWeights, ModelCard
 from dayzero.spec.matrix import Cell, Hardware
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import Unrecomputable
+from dayzero.submission.engine_metrics import client_account, decode_side
 from dayzero.submission.findings import Finding, short
 from dayzero.submission.recompute import accelerators
 
 REQUIREMENT = "physics.roofline"
+SERVER_TIME = "physics.server-time"
 
 
 def _number(value) -> bool:
@@ -101,7 +105,9 @@ def _implausible(
     ]
 
 
-def phase_findings(s: Subject, rel: str, kind: str, margin: float, base: Ceiling, spec: bool, card) -> list:
+def phase_findings(
+    s: Subject, rel: str, kind: str, margin: float, base: Ceiling, spec: bool, card, evidence: dict
+) -> list:
     answer = s.records.get(rel)
     if not isinstance(answer, dict) or not isinstance(answer.get("records"), list):
         return []
@@ -149,7 +155,39 @@ def phase_findings(s: Subject, rel: str, kind: str, margin: float, base: Ceiling
             margin,
             why,
         )
-    return out
+    return out + server_time_findings(s, rel, evidence, kind, margin, ceiling, why)
+
+
+def server_time_findings(
+    s: Subject, rel: str, evidence: dict, kind: str, margin: float, ceiling: Ceiling, why: str
+) -> list[Finding]:
+    """The server's own time for the phase's requests (its /metrics difference, summed over its
+    requests) bounded below: a request that generated n tokens took at least n - 1 decode steps
+    (its first token comes with the prompt), none faster than the ceiling per stream times the
+    margin. A server account below that is not one of this hardware's."""
+    doc = s.metrics.get(metrics_for(rel))
+    found = engines.find(evidence["engine"]["name"])
+    if not isinstance(doc, dict) or found is None or not found.accounted:
+        return []  # engine_metrics' or engine_account's finding
+    engine = found.name
+    totals = phase_totals(engine, decode_side(evidence, doc))
+    client, problem = client_account(s.records[rel], engine)
+    if totals is None or problem or totals.generated is None:
+        return []  # engine_metrics' findings
+    decode_tokens = max(totals.generated - client["requests"], 0)
+    least = decode_tokens / (ceiling.per_stream * margin)
+    if totals.server_s >= least:
+        return []
+    return [
+        Finding(
+            metrics_for(rel),
+            SERVER_TIME,
+            f"implausible: {totals.server_s:.4f} s of server time for the phase's requests"
+            f" ({totals.generated:g} tokens generated in {client['requests']} requests)",
+            f"at least {least:.4f} s: {decode_tokens:g} decode steps at no more than {margin:g}x"
+            f" {ceiling.per_stream:.1f} tok/s per stream on {kind} ({why})",
+        )
+    ]
 
 
 def _subject_cells(s: Subject, ref: Reference):
@@ -184,7 +222,7 @@ def check_roofline(s: Subject, ref: Reference) -> list[Finding]:
         spec = _drafts(cell, card.roofline)
         for rel in doc.get("records", []):
             if is_records_file(rel):
-                out += phase_findings(s, rel, hw.name, hw.peak.margin, ceiling, spec, card)
+                out += phase_findings(s, rel, hw.name, hw.peak.margin, ceiling, spec, card, doc)
     return out
 
 

@@ -805,3 +805,94 @@ CASES += [
     Case("second-launch-same-log", "engine.requests", edited(second_launch, sign=True)),
     Case("acceptance-counters-forged", "engine.metrics", consistent(acceptance_counters_forged)),
 ]
+
+
+# -- issue 42 item 1: an engine's own counters held against each other and against physics ----------
+
+SERVER_TIME_SERIES = {  # the counters each engine's server time is read from (`Engine.totals`)
+    "llama.cpp": ("llamacpp:prompt_seconds_total", "llamacpp:tokens_predicted_seconds_total"),
+    "vllm": ("vllm:e2e_request_latency_seconds_sum", "vllm:time_to_first_token_seconds_sum"),
+    "sglang": ("sglang:e2e_request_latency_seconds_sum", "sglang:time_to_first_token_seconds_sum"),
+}
+SPEC_SERIES = {  # accepted and proposed draft tokens (llama.cpp's and vLLM's own counters)
+    "llama.cpp": (
+        "llamacpp:spec_decode_num_accepted_tokens_total",
+        "llamacpp:spec_decode_num_draft_tokens_total",
+    ),
+    "vllm": ("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total"),
+}
+
+
+def _series(body: str, name: str) -> list[tuple[str, float]]:
+    """(the whole line, its value) of every sample of `name` (any labels) in a /metrics body."""
+    out = []
+    for line in body.splitlines():
+        head, _, value = line.rpartition(" ")
+        if head == name or head.startswith(name + "{"):
+            out.append((line, float(value)))
+    return out
+
+
+def _rewritten(snaps: dict, name: str, new_delta: Callable[[float], float]) -> None:
+    """Each target's after-snapshot sample of `name` set so that its difference over the phase is
+    `new_delta(old difference)` (the before-snapshot kept: the counters still run forward)."""
+    for before, after in zip(snaps["before"], snaps["after"], strict=True):
+        for (line, was), (_, then) in zip(
+            _series(after["body"], name), _series(before["body"], name), strict=False
+        ):
+            head = line.rpartition(" ")[0]
+            after["body"] = after["body"].replace(line, f"{head} {then + new_delta(was - then):.6f}")
+
+
+def _with_kept_counters(members: Members, rel: str, snaps: dict, kind: str) -> Members:
+    """The snapshots written back, and the records' kept speculative counters made theirs."""
+    from dayzero.checks.speculative import from_snapshots
+
+    mrel = rel.replace(".json", ".metrics.json")
+    members = {**members, mrel: (json.dumps(snaps, indent=2) + "\n").encode()}
+
+    def change(doc):
+        if isinstance(doc.get("counters"), dict):
+            for when in ("before", "after"):
+                doc["counters"][when] = from_snapshots(kind, snaps[when]).__dict__
+
+    return edit_json(members, rel, change)
+
+
+def accepted_above_generated(members: Members) -> Members:
+    """A speculative phase's accepted draft tokens (and the drafts proposed, so that the rate
+    stays under 1) raised above the tokens its generated counter says the phase produced; the
+    records' kept counters rewritten to match, the acceptance recomputed into the evidence."""
+    kind = TARGET_ENGINE.get()
+    rel = run_file(members, evidence_name(members, strategy="ngram_spec"), "/spec-chat-code.json")
+    snaps = json.loads(members[rel.replace(".json", ".metrics.json")])
+    from dayzero.checks.server_metrics import phase_totals
+
+    generated = phase_totals(kind, snaps).generated
+    accepted, proposed = SPEC_SERIES[kind]
+    _rewritten(snaps, accepted, lambda _: generated + 5)
+    _rewritten(snaps, proposed, lambda was: max(was, 2 * (generated + 5)))
+    return _with_kept_counters(members, rel, snaps, kind)
+
+
+def server_time_below_physics(members: Members) -> Members:
+    """The perf phase's server time (every counter it is read from) cut to a thousandth: the
+    server then says it decoded faster than the hardware's roofline allows, while still never
+    more than the client's time (the upper bound it always had)."""
+    kind = TARGET_ENGINE.get()
+    rel = perf_file(members, evidence_name(members))
+    snaps = json.loads(members[rel.replace(".json", ".metrics.json")])
+    for name in SERVER_TIME_SERIES[kind]:
+        _rewritten(snaps, name, lambda was: was / 1000)
+    return _with_kept_counters(members, rel, snaps, kind)
+
+
+CASES += [
+    Case(
+        "accepted-above-generated",
+        "engine.speculative",
+        consistent(accepted_above_generated),
+        engines=("llama.cpp", "vllm"),
+    ),
+    Case("server-time-below-physics", "physics.server-time", consistent(server_time_below_physics)),
+]

@@ -68,6 +68,7 @@ class SGLang(Engine):
     accounted = True
     top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     counts_requests = True
+    streams_whole_steps = True
     rank_label = "a non-endpoint sglang rank"
     card_template = CardTemplate(
         engine={

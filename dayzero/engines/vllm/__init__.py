@@ -61,6 +61,7 @@ class VLLM(Engine):
     accounted = True
     top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     counts_requests = True
+    streams_whole_steps = True
     card_template = CardTemplate(
         engine={"name": "vllm", "package": "vllm==0.32.0", "health_path": "/health"},
         recipe={
