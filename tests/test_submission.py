@@ -462,3 +462,16 @@ def test_pack_says_a_refused_field_it_collected_is_not_from_system(lab, tmp_path
     assert message.startswith("submission.json system/engines/0: 'image' is a required property"), message
     assert "(collected from the evidence packed and this machine, not from --system;" in message
     assert "as --system FILE gives it" not in message
+
+
+def test_pack_refuses_a_description_that_replaces_a_collected_fact(lab, tmp_path):
+    """Issue 45: a cpu run's bundle said "NVIDIA driver, CUDA 13.0", and the description replaced
+    the engine identity the harness had collected."""
+    driver = {"hardware": {"cpu": {"driver": "NVIDIA 580.65.06, CUDA 13.0"}}}
+    with pytest.raises(PackError) as err:
+        lab.pack(lab.reports, tmp_path / "b.tar.gz", system=driver)
+    assert "hardware.cpu.driver 'NVIDIA 580.65.06, CUDA 13.0', collected 'none (cpu)'" in str(err.value)
+    assert "it never replaces it" in str(err.value)
+    version = {"engines": [{"name": "llama.cpp", "version": "b9999"}]}
+    with pytest.raises(PackError, match="engines llama.cpp version 'b9999', its runs recorded "):
+        lab.pack(lab.reports, tmp_path / "c.tar.gz", system=version)

@@ -165,6 +165,12 @@ def describe_system(matrix: Matrix, docs: list[dict], vendor: str, overrides: di
             hosts.setdefault(
                 h["name"], {k: h[k] for k in ("name", "hardware", "accelerators", "facts") if k in h}
             )
+    if problems := _replaced(hardware, docs, overrides, engine_overrides):
+        raise PackError(
+            "--system FILE contradicts what the harness collected: "
+            + "; ".join(problems)
+            + " (a description fills what cannot be collected; it never replaces it)"
+        )
     system = {
         "system_name": f"{vendor} {socket.gethostname()}",
         "hardware": hardware,
@@ -205,6 +211,23 @@ def _given(given, collected, path: list) -> bool:
     if isinstance(given, dict) and head in given:
         return _given(given[head], collected.get(head) if isinstance(collected, dict) else None, rest)
     return False
+
+
+def _replaced(hardware: dict, docs: list[dict], overrides: dict, engine_overrides: dict) -> list[str]:
+    """Each collected fact `--system` says otherwise: a kind's catalogue fields and cpu driver,
+    an engine's version as its runs recorded it (its image, which may not be collected, it may fill)."""
+    problems = []
+    for kind, fields in (overrides.get("hardware") or {}).items():
+        for key, said in fields.items() if isinstance(fields, dict) else ():
+            seen = hardware.get(kind, {}).get(key)
+            if seen is not None and said != seen:
+                problems.append(f"hardware.{kind}.{key} {said!r}, collected {seen!r}")
+    for name, entry in sorted(engine_overrides.items(), key=lambda kv: str(kv[0])):
+        seen = sorted({d["engine"]["version"] for d in docs if d["engine"]["name"] == name})
+        if "version" in entry and seen and entry["version"] not in seen:
+            recorded = ", ".join(seen)
+            problems.append(f"engines {name} version {entry['version']!r}, its runs recorded {recorded}")
+    return problems
 
 
 def _tar(staging: Path, names: list[str], out: Path, mtime: int) -> None:
