@@ -25,7 +25,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 from bench.common import load_average, machine, write_result  # noqa: E402
 from bench.history_ingest import timed  # noqa: E402
 from dayzero.history.points import read  # noqa: E402
-from dayzero.history.store import open_store, rows_of  # noqa: E402
+from dayzero.history.rows import rows_of  # noqa: E402
+from dayzero.history.store import open_store  # noqa: E402
 from tests.history_nights import CELL, night_doc, noisy_year  # noqa: E402
 
 

@@ -4,7 +4,7 @@ A source that does not exist, or holds no evidence, is refused before the store 
 mistyped folder must never read as "0 runs" (and never empty a store under `--rebuild`). Files
 are parsed and validated in worker processes, by the evidence schema compiled once (`valid`: a
 real cell's document was ~1 ms of jsonschema, most of an ingest's time); the store receives
-only their rows (`store.Rows`), in file order.
+only their rows (`rows.Rows`), in file order.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dayzero import evidence
 from dayzero.errors import ConfigError
 from dayzero.history import valid
 from dayzero.history.points import read
-from dayzero.history.store import Rows, rows_of
+from dayzero.history.rows import Rows, rows_of
 from dayzero.spec import yamlfile
 from dayzero.spec.yamlfile import format_path
 

@@ -21,10 +21,10 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from dayzero.errors import DayzeroError
-from dayzero.history.points import UNNAMED_LAB, Run, read
+from dayzero.history.points import UNNAMED_LAB, read
+from dayzero.history.rows import Rows, rows_of
 
 DEFAULT_FILE = "history.sqlite"
 ACROSS_LABS = "*"  # as a lab: every lab's runs in one series
@@ -78,27 +78,6 @@ MIGRATIONS = (
     # an index of its own on ~1M points was half the SQLite write of a year (8.0 -> 4.1 s of CPU)
     ("DROP INDEX points_series_v3",),
 )
-
-
-class Rows(NamedTuple):
-    """A run as the store's tables hold it, made where its file is read (a worker process: a
-    tuple pickles fast), so that the writer only inserts."""
-
-    run: tuple  # _RUN_COLUMNS
-    points: tuple[tuple, ...]  # _POINT_COLUMNS
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.run[0], self.run[1]
-
-
-def rows_of(path: Path | str, r: Run) -> Rows:
-    run = (r.uid, r.cell, r.lab, r.controller, r.run_id, r.finished, r.source, r.vendor, r.verdict)
-    facts = json.dumps(r.facts, sort_keys=True)
-    return Rows(
-        (*run, facts, str(path)),
-        tuple((r.uid, r.cell, p.series, p.value, int(p.higher_is_better)) for p in r.points),
-    )
 
 
 @dataclass(frozen=True)
