@@ -19,8 +19,9 @@ from pathlib import Path
 
 from dayzero import atomic
 from dayzero.evidence import slug
-from dayzero.history import pictures, trends
+from dayzero.history import trends
 from dayzero.history.trends import SeriesChange
+from dayzero.report import pictures
 
 STYLE = """body{font-family:sans-serif;margin:1.5em;color:#111}
 table{border-collapse:collapse;margin:.5em 0 1.5em}

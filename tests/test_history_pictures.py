@@ -12,9 +12,11 @@ pytest.importorskip("ruptures", reason="the 'history' extra (tools/setup install
 
 from dayzero import evidence  # noqa: E402
 from dayzero.cli import main  # noqa: E402
-from dayzero.history import pictures  # noqa: E402
 from dayzero.history.store import open_store  # noqa: E402
-from dayzero.report import nightly  # noqa: E402
+from dayzero.report import (
+    nightly,  # noqa: E402
+    pictures,  # noqa: E402
+)
 
 from .conftest import REPO  # noqa: E402
 from .history_nights import CELL, series_docs  # noqa: E402

@@ -30,9 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plugin",),
     ("cli",),
 )
-DEBTS = {  # (importer, imported): upward imports still to remove
-    ("dayzero.history.pictures", "dayzero.report.plots"),  # pictures belong beside the plots
-}
+DEBTS: set[tuple[str, str]] = set()  # (importer, imported): upward imports still to remove
 
 
 def package(module: str) -> str:

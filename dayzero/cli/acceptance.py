@@ -32,8 +32,8 @@ def run(args) -> int:
     matrix = load_matrix(args.matrix)
     trends = None
     if args.history:
-        from dayzero.history.pictures import sparklines
         from dayzero.history.store import open_store
+        from dayzero.report.pictures import sparklines
 
         with open_store(args.history) as store:
             trends = sparklines(store, [c.id for c in matrix.cells])

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from dayzero import atomic
 from dayzero.escape import escape
-from dayzero.history.pictures import charts
 from dayzero.report import cardplan
 from dayzero.report.acceptance import carried, latest_evidence
 from dayzero.report.cost import Price, per_million_tokens, prices
+from dayzero.report.pictures import charts
 from dayzero.report.plots import Series, line_chart
 from dayzero.spec.card import MODE, Claim, ModelCard, as_names
 from dayzero.spec.matrix import Matrix

@@ -129,7 +129,7 @@ def to_html(
 ) -> list[str]:
     """`badge(status, text, tag_attrs)` renders a badge as the acceptance page does; `href` links an
     evidence file; `notes` are lines to print under a model's grid; `trends` a cell's sparkline
-    across nights (dayzero.history.pictures, our own SVG), drawn under its badge."""
+    across nights (dayzero.report.pictures, our own SVG), drawn under its badge."""
     counts: dict[str, int] = {}
     for g in found:
         for r in g.cells.values():

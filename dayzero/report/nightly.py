@@ -45,12 +45,12 @@ from dayzero import atomic, evidence, exitcodes
 from dayzero.clock import moment
 from dayzero.history import trends
 from dayzero.history.levels import direction, levels
-from dayzero.history.pictures import sparklines
 from dayzero.history.points import lab_of
 from dayzero.history.store import open_store
 from dayzero.report import allure_build
 from dayzero.report.acceptance import write_acceptance
 from dayzero.report.benchcard import write_cards
+from dayzero.report.pictures import sparklines
 from dayzero.spec.matrix import load_matrix
 
 DEFAULT_BAND_PCT = 10.0
