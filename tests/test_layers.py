@@ -86,3 +86,27 @@ def test_architecture_shows_the_layers_of_the_data():
     assert shown, "ARCHITECTURE.md has no <!-- layers --> section"
     layers = [re.findall(r"`([\w.]+)`", part) for part in shown.group(1).split("→")]
     assert [tuple(layer) for layer in layers] == list(LAYERS)
+
+
+def test_architectures_reads_column_names_every_package_a_folder_imports():
+    """The table's "reads" column is held to the imports: a folder that starts importing another
+    package says so there (or reads "every package below it")."""
+    imports: dict[str, set[str]] = {}
+    for a, targets in dayzero_graph().items():
+        for b in targets:
+            if package(a) != package(b) and package(b) not in BASE:
+                imports.setdefault(package(a), set()).add(package(b))
+    rows = {}
+    for line in (REPO / "ARCHITECTURE.md").read_text().splitlines():
+        if line.startswith("| `"):
+            cells = line.split("|")
+            rows[cells[1].strip().strip("`").rstrip("/").removesuffix(".py")] = cells[3]
+    unsaid = {
+        (pkg, imported)
+        for pkg, targets in imports.items()
+        for imported in targets
+        if "every package below it" not in rows.get(pkg, "") and f"`{imported}`" not in rows.get(pkg, "")
+    }
+    assert not unsaid, "ARCHITECTURE.md's reads column leaves out: " + ", ".join(
+        f"{p} reads {i}" for p, i in sorted(unsaid)
+    )
