@@ -28,6 +28,7 @@ from dayzero.submission import (
     engine_account,
     engine_launches,
     engine_metrics,
+    figures,
     identity,
     inputs,
     manifest,
@@ -59,6 +60,7 @@ FAMILIES = (
     engine_launches.CHECKS,
     engine_metrics.CHECKS,
     physics.CHECKS,
+    figures.CHECKS,
     snapshots.CHECKS,
 )
 ACCEPTED, REJECTED, UNUSABLE = "accepted", "rejected", "unusable"

@@ -896,3 +896,30 @@ CASES += [
     ),
     Case("server-time-below-physics", "physics.server-time", consistent(server_time_below_physics)),
 ]
+
+# -- issue 42 item 4: every physical figure a vendor states is bounded, the bound named -------------
+CASES += [
+    Case(
+        "host-bandwidth-absurd",
+        "physics.figure",
+        edited(set_in_evidence(("hosts", 0, "facts", "memory_bandwidth_gbs"), 50_000.0), sign=True),
+    ),
+    Case(
+        "host-memory-absurd",
+        "physics.figure",
+        edited(set_in_evidence(("hosts", 0, "facts", "memory_total_gb"), 1e9), sign=True),
+    ),
+    Case(
+        "phase-longer-than-its-run", "physics.figure", edited(lambda m: phase_started_earlier(m), sign=True)
+    ),
+]
+
+
+def phase_started_earlier(members: Members) -> Members:
+    """The perf phase said to have started ten days before its run did (its span, a duration
+    the vendor states, far beyond the run's window)."""
+
+    def change(doc):
+        doc["start"] -= 10 * 86_400
+
+    return edit_json(members, perf_file(members, evidence_name(members)), change)
