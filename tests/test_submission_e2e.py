@@ -304,26 +304,38 @@ def test_a_request_missing_from_the_vllm_log_is_rejected(real_lab, tmp_path):
     assert "engine.requests" in {f.requirement for f in report.findings}, report.lines()
 
 
-def test_a_vllm_log_of_another_launch_is_rejected_by_its_launch_arguments(real_lab, tmp_path):
-    """Issue 42 item 1: the low_latency cell's log with the high_throughput launch's "non-default
-    args" line in place of its own (every request line kept, so the counts agree), re-signed:
-    the arguments vLLM says it was launched with are not the recipe's."""
+def _launch_line_swapped(real_lab, engine: str, marker: str, tmp_path):
+    """The low_latency cell's log with the high_throughput launch's line holding `marker` (its
+    launch arguments) in place of its own, every request line kept, re-signed: the report."""
     from .submission_corpus.hostile import evidence_name, run_file
 
-    members, ev = _vllm_members(real_lab)
-    other = evidence_name(members, mode="high_throughput", engine="vllm")
+    members = real_lab.members()
+    ev, other = (evidence_name(members, mode=m, engine=engine) for m in ("low_latency", "high_throughput"))
     log, theirs = run_file(members, ev, ".log"), run_file(members, other, ".log")
 
     def args_line(text: str) -> str:
-        return next(x for x in text.splitlines() if "non-default args:" in x)
+        return next(x for x in text.splitlines() if marker in x)
 
     text = members[log].decode()
     forged = text.replace(args_line(text), args_line(members[theirs].decode()))
     assert forged != text
     report = _resigned(real_lab, {**members, log: forged.encode()}, tmp_path)
     assert not report.accepted
-    found = [f for f in report.findings if f.requirement == "engine.launch" and f.file == log]
+    return [f for f in report.findings if f.requirement == "engine.launch" and f.file == log], report
+
+
+def test_a_vllm_log_of_another_launch_is_rejected_by_its_launch_arguments(real_lab, tmp_path):
+    """Issue 42 item 1: vLLM's "non-default args" line of the high_throughput launch in the
+    low_latency cell's log (its requests agree): the log says max_num_seqs 4, the recipe 1."""
+    found, report = _launch_line_swapped(real_lab, "vllm", "non-default args:", tmp_path)
     assert any("max_num_seqs" in f.found for f in found), report.lines()
+
+
+def test_an_sglang_log_of_another_launch_is_rejected_by_its_server_args(real_lab, tmp_path):
+    """Issue 42 item 1 on SGLang: the high_throughput launch's server_args line in the low_latency
+    cell's log: the log says max_running_requests 4, the recipe 1."""
+    found, report = _launch_line_swapped(real_lab, "sglang", "server_args=", tmp_path)
+    assert any("max_running_requests" in f.found for f in found), report.lines()
 
 
 def test_a_vllm_acceptance_beyond_its_streamed_chunks_is_rejected(real_lab, tmp_path):

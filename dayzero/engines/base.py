@@ -85,6 +85,10 @@ class Engine:
     # accepted draft tokens are at most generated less chunks; llama-server streams every token
     # as its own chunk, so its chunks say nothing of its steps.
     streams_whole_steps: bool = False
+    # Its log prints every launch argument (SGLang's server_args), not only those off their
+    # default (vLLM's non-default args): an argument it prints and the recipe leaves out is then
+    # the engine's default, not another launch's.
+    logs_every_arg: bool = False
     # Its log and /metrics are read into its own account (`parse_log`, `totals`): the submission
     # checker holds a bundle's records to them; a bundle of an engine without is rejected.
     accounted: bool = False

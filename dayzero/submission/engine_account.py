@@ -215,10 +215,11 @@ def _launch_findings(log: str, launch: dict, account: ServerAccount) -> list[Fin
 
 
 def args_findings(log: str, command: str, account: ServerAccount) -> list[Finding]:
-    """Every launch argument the log prints (vLLM's "non-default args") is the recipe's, with the
-    recipe's value: a log of another launch (another mode's batch size, another strategy's draft)
-    is refused even when its requests agree. An argument the recipe sets and the log leaves out
-    is one the engine found at its default, so only the log's side is exhaustive."""
+    """Every launch argument the log prints (vLLM's "non-default args", SGLang's server_args) that
+    the recipe sets has the recipe's value, and (vLLM: `Engine.logs_every_arg` off) none the recipe
+    leaves out is printed: a log of another launch (another mode's batch size, another strategy's
+    draft) is refused even when its requests agree. A recipe argument the log leaves out is at
+    its default (vLLM) or spelled by an alias (`--tp` for tp_size), so it is not compared."""
     engine = engines.find(account.engine)
     want = engine.launch_args(command) if engine is not None else None
     if want is None:
@@ -227,13 +228,13 @@ def args_findings(log: str, command: str, account: ServerAccount) -> list[Findin
         return [Finding(log, "engine.launch", "no launch arguments in the log", "those the recipe launched")]
     out = []
     for name, got in account.args:
-        if name not in want:
+        if name not in want and not engine.logs_every_arg:
             out.append(
                 Finding(
                     log, "engine.launch", f"launch argument {name} {short(got)} in the log", "none (recipe)"
                 )
             )
-        elif want[name] != got:
+        elif name in want and want[name] != got:
             out.append(
                 Finding(
                     log,

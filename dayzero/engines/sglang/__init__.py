@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dayzero import cache
+from dayzero.engines import launch_args
 from dayzero.engines.account import ServerAccount
 from dayzero.engines.base import DISAGGREGATED, RANK, ArgvParser, Engine, venv_python
 from dayzero.engines.memory import EngineMemory
@@ -69,6 +70,7 @@ class SGLang(Engine):
     top_logprobs = 20  # streamed with each token of a chat completion (measured on the pinned build)
     counts_requests = True
     streams_whole_steps = True
+    logs_every_arg = True
     rank_label = "a non-endpoint sglang rank"
     card_template = CardTemplate(
         engine={
@@ -141,6 +143,9 @@ class SGLang(Engine):
             ttft_s=v.get("sglang:time_to_first_token_seconds_sum", 0.0),
             first_tokens=v.get("sglang:time_to_first_token_seconds_count", 0.0),
         )
+
+    def launch_args(self, command: str) -> dict[str, str] | None:
+        return launch_args.command_args(command, SERVER_PARSER.start)
 
     def spec_counters(self, text: str) -> SpecCounters | None:
         """Verification calls are the drafts; generated tokens less one bonus token per call are

