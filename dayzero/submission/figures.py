@@ -47,7 +47,8 @@ def bound(label: str, value, low: float, high: float) -> str:
 def host_bounds(hw: Hardware, host: dict) -> Iterator[tuple[str, str]]:
     """(found, expected) for each figure of one host's facts outside its bound."""
     facts = host.get("facts") if isinstance(host.get("facts"), dict) else {}
-    count = host.get("accelerators") if _number(host.get("accelerators")) else 1
+    stated = host.get("accelerators")
+    count = max(stated, 1) if _number(stated) else 1  # a count provenance holds to the kind's
     label = f"host {short(host.get('name'), 60)}:"
     if hw.measured:
         high, why = (
@@ -132,7 +133,8 @@ def _window_s(doc: dict) -> float | None:
 def check_figures(s: Subject, ref: Reference) -> list[Finding]:
     out = []
     for name, doc in sorted(s.evidence.items()):
-        hw = ref.matrix.hardware.get(doc.get("hardware"))
+        kind = doc.get("hardware")
+        hw = ref.matrix.hardware.get(kind) if isinstance(kind, str) else None
         if hw is not None:
             for host in doc.get("hosts") or []:
                 if isinstance(host, dict):
