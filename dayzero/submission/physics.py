@@ -220,9 +220,54 @@ def check_roofline(s: Subject, ref: Reference) -> list[Finding]:
                 )
             continue
         spec = _drafts(cell, card.roofline)
-        for rel in doc.get("records", []):
-            if is_records_file(rel):
-                out += phase_findings(s, rel, hw.name, hw.peak.margin, ceiling, spec, card, doc)
+        phases = [rel for rel in doc.get("records", []) if is_records_file(rel)]
+        for rel in phases:
+            out += phase_findings(s, rel, hw.name, hw.peak.margin, ceiling, spec, card, doc)
+        factors = [tokens_per_step(s, rel, card) for rel in phases] if spec else [1.0]
+        if factors and None not in factors:  # unreadable counters: physics.speculative's finding
+            fastest = Ceiling(
+                ceiling.bandwidth_gbs,
+                ceiling.weights_bytes,
+                ceiling.active_parameters,
+                ceiling.compute_tflops,
+                max(factors),
+            )
+            out += request_time_findings(s, doc, hw.name, hw.peak.margin, fastest)
+    return out
+
+
+LOG_TOLERANCE_S = 0.002  # the logs round to 0.01 ms; the clocks tick differently
+SHOWN = 3  # requests named per log; the rest counted
+
+
+def request_time_findings(s: Subject, doc: dict, kind: str, margin: float, ceiling: Ceiling) -> list[Finding]:
+    """Each request a server log accounts for (llama.cpp's and SGLang's per-request lines) took at
+    least its generated tokens less the first, one decode step each, at no more than the ceiling
+    per stream (the cell's most tokens a step) times the margin: a log's own time for a request
+    below that is not this hardware's."""
+    engine = engines.find(doc["engine"]["name"])
+    if engine is None or not engine.accounted:
+        return []
+    rate = ceiling.per_stream * margin
+    out = []
+    for log in doc.get("logs") or []:
+        if not (isinstance(log, str) and s.bundle.has(log)):
+            continue  # engine_account's and engine_launches' findings
+        served = engine.parse_log(s.bundle.path(log).read_text(errors="replace")).served
+        short_ones = [r for r in served if r.total_s + LOG_TOLERANCE_S < max(r.generated - 1, 0) / rate]
+        more = f" ({len(short_ones) - SHOWN} more such requests)" if len(short_ones) > SHOWN else ""
+        for i, r in enumerate(short_ones[:SHOWN]):
+            steps = max(r.generated - 1, 0)
+            out.append(
+                Finding(
+                    log,
+                    SERVER_TIME,
+                    f"implausible: task {r.task} served {r.generated} tokens in {r.total_s:.4f} s"
+                    + (more if i == SHOWN - 1 else ""),
+                    f"at least {steps / rate:.4f} s: {steps} decode steps at no more than"
+                    f" {margin:g}x {ceiling.per_stream:.1f} tok/s per stream on {kind}",
+                )
+            )
     return out
 
 
