@@ -59,6 +59,7 @@ def inventory_with(bed, path: Path, cpu_hosts: set[str]) -> Path:
     for name, host in data["hosts"].items():
         if name not in cpu_hosts:
             host["hardware"] = "h100"  # not a candidate for cpu cells; still usable as a jump host
+            host["accelerators_why"] = "a cpu testbed host standing in for a host of another kind"
     path.write_text(yaml.safe_dump(data))
     return path
 
