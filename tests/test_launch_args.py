@@ -9,9 +9,12 @@ states them. The same forgeries on the real bundle (another mode's line in the c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dayzero import engines
 from dayzero.submission.engine_account import args_findings
 
+REPO_DATA = Path(__file__).resolve().parent / "data"
 PREFIX = "(APIServer pid=19774) INFO 12-06 17:27:20 [api_utils.py:286] non-default args: "
 LOW_LATENCY_LINE = PREFIX + (
     "{'chat_template': '/m/smollm2-135m-tools.jinja', 'enable_auto_tool_choice': True, "
@@ -84,4 +87,23 @@ def test_sglang_prints_every_argument_and_those_the_recipe_sets_must_agree():
     assert [f.line() for f in found] == [
         "server-0.log: engine.launch: found launch argument max_running_requests 1 in the log;"
         " expected 4 (recipe)"
+    ]
+
+
+def test_an_argument_sglang_rewrites_in_its_setup_is_compared_as_it_prints_it():
+    """A prefill/decode launch's --disaggregation-transfer-backend mooncake_tcp is printed as
+    mooncake (SGLang forces TCP and names the backend mooncake; seen in the real PD logs,
+    tests/data/sglang-0.5.23-pd-decode.log); another backend in the log is still refused."""
+    line = SGLANG_LINE.replace(
+        "'tp_size': 1}", "'tp_size': 1, 'disaggregation_transfer_backend': 'mooncake'}"
+    )
+    pd = SGLANG.format(1) + " --disaggregation-transfer-backend mooncake_tcp"
+    assert (
+        "'disaggregation_transfer_backend': 'mooncake'"
+        in (REPO_DATA / "sglang-0.5.23-pd-decode.log").read_text()
+    )
+    assert args_findings("decode-0.log", pd, sglang_account(line)) == []
+    nixl = sglang_account(line.replace("'mooncake'}", "'nixl'}"))
+    assert [f.found for f in args_findings("decode-0.log", pd, nixl)] == [
+        "launch argument disaggregation_transfer_backend nixl in the log"
     ]

@@ -54,6 +54,12 @@ ROUTER_PARSER = ArgvParser(
 )
 
 
+# Launch arguments SGLang rewrites in its own setup, before it prints server_args: (argument,
+# recipe value) -> the value its log shows. sglang 0.5.23 arg_groups/pd_disaggregation_hook.py:
+# "mooncake_tcp" is mooncake with the TCP transport forced (MC_FORCE_TCP), printed as "mooncake".
+SETUP_REWRITES = {("disaggregation_transfer_backend", "mooncake_tcp"): "mooncake"}
+
+
 def _flag(argv: Sequence[str], name: str) -> str | None:
     values = [v for f, v in zip(argv, argv[1:], strict=False) if f == name]
     return values[-1] if values else None
@@ -145,7 +151,11 @@ class SGLang(Engine):
         )
 
     def launch_args(self, command: str) -> dict[str, str] | None:
-        return launch_args.command_args(command, SERVER_PARSER.start)
+        args = launch_args.command_args(command, SERVER_PARSER.start)
+        if args is None:
+            return None
+        # as SGLang's own setup rewrites them before it prints its server_args
+        return {k: SETUP_REWRITES.get((k, v), v) for k, v in args.items()}
 
     def spec_counters(self, text: str) -> SpecCounters | None:
         """Verification calls are the drafts; generated tokens less one bonus token per call are
