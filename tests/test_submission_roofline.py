@@ -75,9 +75,10 @@ def test_the_real_run_forged_to_0_9_ms_between_tokens_is_refused(real_lab, tmp_p
     measured = median_gap(json.loads(members[perf_file(members, ev)]))
     cell = ev.removeprefix("evidence/").rsplit("__", 1)[0]
     report = real_lab.check(forged_bundle(real_lab, tmp_path, s=0.9e-3 / measured, only=cell))
-    assert REQUIREMENT in {f.requirement for f in report.findings} <= {REQUIREMENT, SERVER_TIME}, (
-        report.lines()
-    )
+    # physics only: the roofline, the server time below it, and (the real run's rescaled times) a
+    # stated duration out of its bounds (physics.figure)
+    found = {f.requirement for f in report.findings}
+    assert REQUIREMENT in found <= {REQUIREMENT, SERVER_TIME, "physics.figure"}, report.lines()
     assert all(cell in f.file for f in report.findings), report.lines()
     lines = [f.line() for f in report.findings if f.requirement == REQUIREMENT and "/perf-" in f.file]
     assert lines and all("implausible: above the roofline of cpu by" in line for line in lines), lines
