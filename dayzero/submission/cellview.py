@@ -78,10 +78,27 @@ class CellView:
         return plan.probes(self.card, self.cell)
 
     @cached_property
-    def scores(self) -> ScorePlan | None:
-        """The goldens' scoring plan (teacher forcing), None where the engine cannot score."""
+    def score_plan(self) -> tuple[ScorePlan | None, str]:
+        """The goldens' scoring plan (teacher forcing), or None and why there is none."""
         golden = self.golden
-        return plan.scores(self.card, self.cell, golden.outputs if golden else None)[0]
+        return plan.scores(self.card, self.cell, golden.outputs if golden else None)
+
+    @property
+    def scores(self) -> ScorePlan | None:
+        return self.score_plan[0]
+
+    @cached_property
+    def forced(self) -> dict[str, tuple[list | None, str]]:
+        """Per probe, the engine's scores of the maintainers' golden texts as the bundle's raw
+        records keep them, or None and why not (read once per evidence document)."""
+        score_plan, why = self.score_plan
+        if score_plan is None:
+            return {p.id: (None, why) for p in self.card.probes}
+        try:
+            _, answer = self.answer(score_plan.phase)
+        except Unrecomputable:
+            return {p.id: (None, "no scoring records in the evidence") for p in self.card.probes}
+        return score_plan.forced(answer["records"])
 
     @cached_property
     def measurements(self) -> tuple[MeasurementPlan, ...]:

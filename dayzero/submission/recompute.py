@@ -26,7 +26,7 @@ from dayzero.checks.speculative import check_acceptance
 from dayzero.checks.sweep import sweep_check, sweep_floor_check
 from dayzero.checks.tool_calls import check_names, check_tool_calls
 from dayzero.engines.prometheus import SpecCounters
-from dayzero.run import plan, records
+from dayzero.run import records
 from dayzero.run.plan import AccuracyPlan, SpeculativePlan, ToolCallPlan
 from dayzero.run.sweeps import SweepPlan, walk
 from dayzero.spec.card import Floor, Probe
@@ -65,7 +65,7 @@ def golden_result(view: CellView, probe: Probe) -> CheckResult:
     record = _probe_record(view, probe)
     golden = view.golden
     _, answer = view.answer(view.probes.phase)
-    forced, why = forced_scores(view, golden).get(probe.id, (None, ""))
+    forced, why = view.forced.get(probe.id, (None, ""))
     return check_golden(
         view.probes.policy,
         probe.id,
@@ -84,19 +84,6 @@ def golden_result(view: CellView, probe: Probe) -> CheckResult:
         forced=forced,
         forced_why=why,
     )
-
-
-def forced_scores(view: CellView, golden) -> dict[str, tuple[list | None, str]]:
-    """Per probe, the engine's scores of the maintainers' golden texts as the bundle's raw records
-    keep them (teacher forcing), or None and why not."""
-    score_plan, why = view.scores, plan.scores(view.card, view.cell, golden.outputs if golden else None)[1]
-    if score_plan is None:
-        return {p.id: (None, why) for p in view.card.probes}
-    try:
-        _, answer = view.answer(score_plan.phase)
-    except Unrecomputable:
-        return {p.id: (None, "no scoring records in the evidence") for p in view.card.probes}
-    return score_plan.forced(answer["records"])
 
 
 def measurement(view: CellView, floor: Floor) -> Measurement:
