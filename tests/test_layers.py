@@ -13,9 +13,10 @@ import re
 
 from .test_import_graph import REPO, import_graph
 
-BASE = ("dayzero", "atomic", "clock", "errors", "escape", "exitcodes", "redact", "cache")
+BASE = ("dayzero", "atomic", "clock", "errors", "escape", "exitcodes", "redact", "cache", "plugins")
 LAYERS: tuple[tuple[str, ...], ...] = (
     BASE,
+    ("devices",),
     ("engines",),
     ("spec",),
     ("loadgen",),

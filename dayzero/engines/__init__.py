@@ -14,10 +14,10 @@ engine run; asking for its own engine is an error that says why it did not load.
 
 from __future__ import annotations
 
-import sys
 from functools import cache
 from importlib.metadata import entry_points
 
+from dayzero import plugins
 from dayzero.engines.base import DISAGGREGATED, RANK, ROUTER, SERVER, ArgvParser, Engine
 from dayzero.errors import DayzeroError
 
@@ -47,35 +47,17 @@ __all__ = [
 @cache
 def _loaded() -> tuple[dict[str, Engine], dict[str, str]]:
     """(every engine installed that loads, by name; why each one that did not load failed)."""
-    out: dict[str, Engine] = {}
-    failed: dict[str, str] = {}
-    origin: dict[str, str] = {}
-    for ep in entry_points(group=GROUP):
-        if ep.name in origin and origin[ep.name] != ep.value:
-            raise EngineError(
-                f"engine {ep.name!r} is registered twice ({GROUP} entry points): "
-                f"{origin[ep.name]} and {ep.value}"
-            )
-        origin[ep.name] = ep.value
-        try:
-            engine = ep.load()
-        except Exception as exc:  # a vendor's plugin: whatever its import raises, the others run
-            failed[ep.name] = (
-                f"{GROUP} entry point {ep.name!r} = {ep.value} failed to load: {type(exc).__name__}: {exc}"
-            )
-            continue
-        if not isinstance(engine, Engine) or engine.name != ep.name:
-            failed[ep.name] = (
-                f"{GROUP} entry point {ep.name!r} = {ep.value}: expected a dayzero.engines.Engine "
-                f"named {ep.name!r}, got {engine!r}"
-            )
-            continue
-        out[ep.name] = engine
-    for why in failed.values():
-        print(f"dayzero: {why}; its cells cannot run, the others are not affected", file=sys.stderr)
+    out, failed = plugins.load(
+        entry_points(group=GROUP),
+        GROUP,
+        Engine,
+        EngineError,
+        "engine",
+        "its cells cannot run, the others are not affected",
+    )
     if not out:
         raise EngineError(f"no engine is registered ({GROUP} entry points): reinstall dayzero (tools/setup)")
-    return out, failed
+    return out, failed  # type: ignore[return-value]
 
 
 def registered() -> dict[str, Engine]:
