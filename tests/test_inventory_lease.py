@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from dayzero.errors import ConfigError, InfrastructureError
-from dayzero.lab.lease import acquire_all, release, try_acquire
+from dayzero.lab.lease import acquire_all, held_by, release, try_acquire
 from dayzero.lab.transport.local import LocalTransport
-from dayzero.spec.inventory import load_inventory
+from dayzero.spec.inventory import Host, load_inventory
 
 from .conftest import REPO, write_yaml
 
@@ -158,3 +158,66 @@ def test_two_cells_needing_both_hosts_do_not_deadlock(hosts):
     for t in threads:
         t.join(90)
     assert not errors and sorted(results) == ["a", "b"]
+
+
+def gpu_host(tmp_path, accelerators=8, slots=4) -> Host:
+    """An 8-accelerator host several cells may share (slots), its accelerators claimed by index."""
+    return Host(
+        "g0", "h200", transport="local", accelerators=accelerators, slots=slots, workdir=str(tmp_path / "g0")
+    )
+
+
+def test_accelerator_leases_share_a_host_and_never_overlap(tmp_path):
+    """Issue 44 item 2: [0,1] and [2,3] on one host coexist; two claims of the same never do."""
+    t = LocalTransport(gpu_host(tmp_path, accelerators=4))
+    a = try_acquire(t, "run-a", "m/h200/tp2/baseline", "gw0", devices=2)
+    b = try_acquire(t, "run-b", "m/h200/tp2/baseline", "gw1", devices=2)
+    assert (a.slot, a.devices, b.slot, b.devices) == (0, (0, 1), 1, (2, 3))
+    busy = try_acquire(t, "run-c", "c", "gw2", devices=2)
+    assert (
+        isinstance(busy, str) and busy.startswith("0 of the 2 accelerators wanted free") and "run-b" in busy
+    )
+    assert not Path(t.host.workdir, "leases", "slot-2").exists(), (
+        "a claim short of accelerators keeps no slot"
+    )
+    assert held_by(t, "run-b", "gw1", "m/h200/tp2/baseline") == [b]  # a crashed worker's, devices read back
+    release(t, a)
+    c = try_acquire(t, "run-c", "c", "gw2", devices=2)
+    assert c.devices == (0, 1)
+    assert isinstance(try_acquire(t, "run-d", "c", "w", devices=0), str), "0: every accelerator, none left"
+    release(t, b)
+    release(t, c)
+    assert try_acquire(t, "run-d", "c", "w", devices=0).devices == (0, 1, 2, 3)
+
+
+def test_a_stale_slot_frees_its_accelerators(tmp_path):
+    t = LocalTransport(gpu_host(tmp_path, accelerators=2, slots=2))
+    stale = try_acquire(t, "old-run", "c", "w", ttl=-10, devices=2)
+    fresh = try_acquire(t, "new-run", "c", "w", devices=2)
+    assert (fresh.slot, fresh.devices) == (stale.slot, stale.devices) == (0, (0, 1))
+    release(t, stale)  # the old owner's release must not free the new owner's accelerators
+    assert isinstance(try_acquire(t, "third", "c", "w", devices=1), str)
+
+
+def test_claims_at_once_from_many_workers_are_disjoint(tmp_path):
+    """Four workers (each its own transport, as xdist workers and separate runs are) claim two
+    of eight accelerators at the same instant: every one gets two, no index twice."""
+    host = gpu_host(tmp_path)
+    start, got = threading.Barrier(4), []
+
+    def worker(i):
+        t = LocalTransport(host)
+        start.wait()
+        got.append(
+            acquire_all(
+                [host], 1, lambda h: t, run_id=f"r{i}", cell_id="c", worker=f"gw{i}", wait=60, devices=2
+            )
+        )
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(90)
+    indices = sorted(j for (lease,) in got for j in lease.devices)
+    assert len(got) == 4 and indices == list(range(8))

@@ -10,6 +10,12 @@ The holder's `LeaseKeeper` touches `owner.json` every ttl/4; a lease untouched f
 its ttl is stale (its controller was killed or cut off) and is moved aside (atomic rename) and
 reclaimed. The same file is the heartbeat the host-side watchdog of a deployment watches, so a
 silent controller loses its lease and its servers together.
+
+A cell may also claim accelerators of a host by index (`devices`: a mode of TP2 on an
+8-accelerator host), so several cells share one host's accelerators: each index is a directory
+`<workdir>/leases/acc-<j>` made with `mkdir` after the slot, naming the slot and the claim's
+token; it lives as long as that slot's owner file holds the token (a slot reclaimed as stale
+frees its accelerators with it). The indices are taken all or none, like hosts.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from dayzero.spec.shell import quote
 DEFAULT_TTL = 120
 
 _ACQUIRE = r"""
-base={base}; now=$(date +%s)
+base={base}; now=$(date +%s); want={devices}; short=""
 mkdir -p "$base"
 for i in $(seq 0 $(({slots} - 1))); do
   d="$base/slot-$i"
@@ -47,10 +53,32 @@ for i in $(seq 0 $(({slots} - 1))); do
   fi
   if mkdir "$d" 2>/dev/null; then
     printf '%s' {owner} > "$d/owner.json"
-    echo "LEASED $i"; exit 0
+    got=""; n=0; j=0
+    while [ "$n" -lt "$want" ] && [ "$j" -lt {count} ]; do
+      a="$base/acc-$j"
+      if [ -d "$a" ]; then
+        by=$(cat "$a/owner" 2>/dev/null)
+        if [ -n "$by" ]; then
+          grep -qF "${{by#* }}" "$base/${{by%% *}}/owner.json" 2>/dev/null || stale=1
+        else
+          [ $(( now - $(stat -c %Y "$a" 2>/dev/null || echo "$now") )) -gt 60 ] && stale=1
+        fi
+        if [ -n "$stale" ]; then mv "$a" "$a.stale.$$" 2>/dev/null && rm -rf "$a.stale.$$"; fi
+        stale=""
+      fi
+      if mkdir "$a" 2>/dev/null; then
+        printf 'slot-%s %s' "$i" {token} > "$a/owner"
+        got="$got${{got:+,}}$j"; n=$((n + 1))
+      fi
+      j=$((j + 1))
+    done
+    if [ "$n" -ge "$want" ]; then echo "LEASED $i $got"; exit 0; fi
+    for k in $(echo "$got" | tr , ' '); do rm -rf "$base/acc-$k"; done
+    rm -rf "$d"; short="$n"; break
   fi
 done
-echo BUSY; for i in $(seq 0 $(({slots} - 1))); do cat "$base/slot-$i/owner.json" 2>/dev/null; echo; done
+echo "BUSY $short"
+for i in $(seq 0 $(({slots} - 1))); do cat "$base/slot-$i/owner.json" 2>/dev/null; echo; done
 """
 
 
@@ -61,6 +89,8 @@ class Lease:
     run_id: str
     path: str
     ttl: int = DEFAULT_TTL
+    devices: tuple[int, ...] = ()  # the accelerators claimed by index; (): none claimed (a cpu host)
+    token: str = ""  # the claim's own mark in its owner file and its accelerators' owner files
 
     @property
     def heartbeat(self) -> str:
@@ -118,12 +148,30 @@ def lease_base(host: Host) -> str:
     return f"{host.workdir.rstrip('/')}/leases"
 
 
-def try_acquire(transport: Transport, run_id: str, cell_id: str, worker: str, ttl: int = DEFAULT_TTL):
-    """One attempt on one host: a Lease, or a string describing who holds every slot."""
+def try_acquire(
+    transport: Transport,
+    run_id: str,
+    cell_id: str,
+    worker: str,
+    ttl: int = DEFAULT_TTL,
+    devices: int | None = None,
+):
+    """One attempt on one host: a Lease, or a string describing who holds every slot.
+    `devices`: how many of the host's accelerators to claim by index (0: every one; None: none,
+    the host is shared by its slots alone)."""
     host = transport.host
     record = owner_record(run_id, cell_id, worker)
     owner = json.dumps({**record, "ttl": int(ttl)})
-    script = _ACQUIRE.format(base=quote(lease_base(host)), slots=host.slots, owner=quote(owner))
+    count = host.accelerators or 0
+    want = 0 if devices is None or not count else min(devices or count, count)
+    script = _ACQUIRE.format(
+        base=quote(lease_base(host)),
+        slots=host.slots,
+        owner=quote(owner),
+        devices=want,
+        count=count,
+        token=quote(record["token"]),
+    )
     try:
         out = transport.check(script, timeout=30).stdout.strip()
     except InfrastructureError:
@@ -132,11 +180,16 @@ def try_acquire(transport: Transport, run_id: str, cell_id: str, worker: str, tt
         with contextlib.suppress(InfrastructureError):  # the interrupt is what the caller sees
             _drop_claim(transport, record["token"])
         raise
-    if out.startswith("LEASED"):
-        slot = int(out.split()[1])
-        return Lease(host, slot, run_id, f"{lease_base(host)}/slot-{slot}", int(ttl))
-    holders = [holder(line) for line in out.splitlines()[1:] if line.strip()]
-    return "; ".join(holders) or "busy"
+    first, *rest = out.splitlines() or [""]
+    if first.startswith("LEASED"):
+        _, slot, *indices = first.split()
+        got = tuple(int(j) for j in indices[0].split(",")) if indices else ()
+        path = f"{lease_base(host)}/slot-{slot}"
+        return Lease(host, int(slot), run_id, path, int(ttl), got, record["token"])
+    holders = [holder(line) for line in rest if line.strip()]
+    free = first.split()[1:]
+    short = [f"{free[0]} of the {want} accelerators wanted free"] if free else []
+    return "; ".join(short + holders) or "busy"
 
 
 def holder(owner_json: str) -> str:
@@ -161,34 +214,47 @@ class TooFewHosts(InfrastructureError):
 
 
 def _drop_claim(transport: Transport, token: str) -> None:
-    """Remove the slot (if any) whose owner file holds the token of one claim."""
+    """Remove the slot and accelerators (if any) whose owner files hold the token of one claim."""
     base = quote(lease_base(transport.host))
     transport.run(
-        f'for d in {base}/slot-*; do grep -qF {quote(token)} "$d/owner.json" 2>/dev/null && rm -rf "$d"; '
-        "done; exit 0",
+        f'for d in {base}/acc-* {base}/slot-*; do grep -qF {quote(token)} "$d/owner" "$d/owner.json" '
+        '2>/dev/null && rm -rf "$d"; done; exit 0',
         timeout=30,
     )
 
 
 def release(transport: Transport, lease: Lease) -> None:
-    """Remove the lease only if it is still ours (a reclaimed lease belongs to someone else)."""
+    """Remove the lease only if it is still ours (a reclaimed lease belongs to someone else),
+    its accelerators first (an accelerator whose slot is gone is free anyway)."""
     path = quote(lease.path)
+    base = lease_base(lease.host)
+    accs = " ".join(quote(f"{base}/acc-{j}") for j in lease.devices)
+    mine = f'for a in {accs}; do grep -qF {quote(lease.token)} "$a/owner" 2>/dev/null && rm -rf "$a"; done; '
     transport.run(
-        f"grep -q {quote(json.dumps(lease.run_id))} {path}/owner.json 2>/dev/null && rm -rf {path}; exit 0",
+        f"{mine if accs else ''}grep -q {quote(json.dumps(lease.run_id))} {path}/owner.json 2>/dev/null "
+        f"&& rm -rf {path}; exit 0",
         timeout=30,
     )
 
 
 def held_by(transport: Transport, run_id: str, worker: str, cell_id: str) -> list[Lease]:
-    """The leases one worker of a run holds on a host for a cell, read from their owner files:
-    how a controller finds what a crashed worker left (a slot being reclaimed is skipped)."""
+    """The leases one worker of a run holds on a host for a cell, read from their owner files
+    (with the accelerators each claimed): how a controller finds what a crashed worker left (a
+    slot being reclaimed is skipped)."""
     host = transport.host
     base = lease_base(host)
     out = transport.run(
         f'for d in {quote(base)}/slot-*; do [ -f "$d/owner.json" ] || continue; '
-        f'printf "%s\\t" "${{d##*/slot-}}"; tr -d "\\n" < "$d/owner.json"; echo; done',
+        f'printf "%s\t" "${{d##*/slot-}}"; tr -d "\n" < "$d/owner.json"; echo; done; '
+        f'for a in {quote(base)}/acc-*; do [ -f "$a/owner" ] || continue; '
+        f'printf "acc %s\t" "${{a##*/acc-}}"; cat "$a/owner"; echo; done',
         timeout=30,
     ).stdout
+    claimed: dict[str, list[int]] = {}  # "slot-<i> <token>" -> its accelerators
+    for line in out.splitlines():
+        if line.startswith("acc ") and line[4:].partition("\t")[0].isdigit():
+            index, _, by = line[4:].partition("\t")
+            claimed.setdefault(by.strip(), []).append(int(index))
     leases = []
     for line in out.splitlines():
         slot, _, owner = line.partition("\t")
@@ -199,7 +265,9 @@ def held_by(transport: Transport, run_id: str, worker: str, cell_id: str) -> lis
             continue
         if (record.get("run_id"), record.get("worker"), record.get("cell")) == (run_id, worker, cell_id):
             ttl = int(record.get("ttl", DEFAULT_TTL))
-            leases.append(Lease(host, number, run_id, f"{base}/slot-{number}", ttl))
+            token = str(record.get("token", ""))
+            devices = tuple(sorted(claimed.get(f"slot-{number} {token}", ())))
+            leases.append(Lease(host, number, run_id, f"{base}/slot-{number}", ttl, devices, token))
     return leases
 
 
@@ -216,11 +284,13 @@ def acquire_all(
     skip: Callable[[Host], bool] = lambda host: False,
     ttl: int = DEFAULT_TTL,
     on_unreachable: Callable[[Host, HostUnreachable], None] | None = None,
+    devices: int | None = None,
 ) -> list[Lease]:
     """Lease `needed` hosts among `candidates`, all or none, waiting up to `wait` seconds for hosts
     someone else holds. A host that cannot be reached goes to `on_unreachable` (which should make
     `skip` true of it) and is never waited for; without one, the cell breaks at once. Fewer hosts
-    left than `needed` (the others skipped) is `TooFewHosts`, at once."""
+    left than `needed` (the others skipped) is `TooFewHosts`, at once. `devices`: the accelerators
+    to claim on each host (`try_acquire`); a host without enough free ones is waited for."""
     deadline = time.monotonic() + wait
     announced = 0.0
     while True:
@@ -234,7 +304,7 @@ def acquire_all(
                 if skip(host):
                     continue
                 try:
-                    got = try_acquire(connect(host), run_id, cell_id, worker, ttl)
+                    got = try_acquire(connect(host), run_id, cell_id, worker, ttl, devices)
                 except HostKeyError:  # a person must look at it: waiting would only retry it for hours
                     raise
                 except HostUnreachable as exc:  # dead for this run: never waited for
