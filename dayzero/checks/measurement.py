@@ -10,7 +10,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dayzero.checks.compliance import compliance_findings
-from dayzero.checks.metrics import client_stats, run_summary, saturation
+from dayzero.checks.intervals import Interval, figure_intervals
+from dayzero.checks.metrics import (
+    client_stats,
+    completed,
+    input_tokens,
+    latencies,
+    output_tokens,
+    run_summary,
+    saturation,
+)
 from dayzero.checks.server_latency import ServerGap, phase_gap
 from dayzero.spec.card import Compliance, SaturationLimits
 
@@ -27,6 +36,9 @@ class Measurement:
     records: tuple[str, ...] = ()  # raw record files
     client: dict = field(default_factory=dict)
     server_gap: ServerGap = ServerGap(None, reason="not computed")  # client TTFT vs the engine's
+    # each summary key's interval from the raw records (`checks.intervals`); empty where the
+    # measurement was built from summaries alone
+    intervals: Mapping[str, Interval] = field(default_factory=dict)
 
     def values(self, key: str) -> list[float]:
         return [s[key] for s in self.summaries if s.get(key) is not None]
@@ -61,13 +73,25 @@ def aggregate(
     for rep, (_, answer) in enumerate(answers):
         invalid += [f"run {rep + 1}: {f}" for f in saturation(answer, limits)]
         records += answer["records"]
+    summaries = tuple(run_summary(answer["records"], accelerators, concurrency) for _, answer in answers)
     return Measurement(
         workload,
         concurrency,
-        tuple(run_summary(answer["records"], accelerators, concurrency) for _, answer in answers),
+        summaries,
         invalid=tuple(invalid),
         compliance=tuple(compliance_findings(records, exact_output, rules)),
         records=tuple(rel for rel, _ in answers),
         client={"runs": [client_stats(answer) for _, answer in answers], **client},
         server_gap=phase_gap([answer for _, answer in answers], metrics, queues),
+        intervals=figure_intervals(
+            [answer["records"] for _, answer in answers], summaries, latencies, COUNTS, completed
+        ),
     )
+
+
+# What one completed request counts towards each rate (`metrics.THROUGHPUTS`).
+COUNTS = {
+    "request_throughput": lambda r: 1.0,
+    "output_throughput": output_tokens,
+    "total_token_throughput": lambda r: input_tokens(r) + output_tokens(r),
+}

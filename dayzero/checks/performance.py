@@ -1,6 +1,9 @@
 """Performance floors: a card's bound (`spec.card.Floor`) against the median of a measurement's runs.
 
-A floor compares the median of N repetitions with its bound and shows margin and spread; a
+A floor compares the median of N repetitions with its bound and shows margin and spread, and is
+judged on the median's interval (`checks.intervals`): passed where the interval clears the bound,
+failed where it misses it, *inconclusive* in between (never green: more repetitions, or a floor
+calibrated further from the quiet lower bound, turn it into one or the other); a
 measurement whose client saturated is *invalid* and never compared with a floor, and so is a TTFT
 floor's where the client's TTFT is above the engine's own by more than the gap bound (the client's
 or the network's latency, not the server's: `checks.server_latency`). The summaries
@@ -12,7 +15,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from dayzero.checks import FAILED, PASSED, CheckResult
+from dayzero.checks import FAILED, INCONCLUSIVE, PASSED, CheckResult
+from dayzero.checks.intervals import judge
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import DEFINITIONS
 from dayzero.spec.card import Floor
@@ -50,6 +54,7 @@ def check_floor(floor: Floor, measurement: Measurement | Mapping) -> CheckResult
         "compliance": list(measurement.compliance),
         "definitions": DEFINITIONS,
         "server_gap": measurement.server_gap.to_json(),
+        "intervals": {k: v.to_json() for k, v in sorted(measurement.intervals.items())},
     }
     if measurement.invalid and measurement.compliance:
         # What the server returned (short outputs, inflated counts, EOS runs) is counted from the
@@ -98,6 +103,8 @@ def check_floor(floor: Floor, measurement: Measurement | Mapping) -> CheckResult
     agg = spread(values)
     measured = agg["median"]
     ok = measured >= floor.bound if floor.direction == "min" else measured <= floor.bound
+    interval = measurement.intervals.get(floor.key)
+    on_interval = judge(interval, floor.bound, floor.direction)
     margin = (measured - floor.bound) / floor.bound * 100
     if floor.direction == "max":
         margin = -margin
@@ -112,18 +119,25 @@ def check_floor(floor: Floor, measurement: Measurement | Mapping) -> CheckResult
         f"{floor.key} median {measured:g} {shape} {op} {floor.direction} {floor.bound:g} "
         f"(margin {margin:+.1f}%)"
     )
+    if interval is not None:
+        message += f", interval {interval.describe()}"
     problems = []
     if measurement.failed_requests:
         problems.append(f"{measurement.failed_requests} request(s) failed")
-    if not ok:
+    if on_interval == FAILED or (on_interval is None and not ok):
         problems.append("bound not met")
     problems += [f"anti-gaming: {f}" for f in measurement.compliance]
     details["aggregate"] = agg
     details["margin_pct"] = round(margin, 1)
+    if interval is not None:
+        details["interval"] = interval.to_json()
+    verdict = FAILED if problems else INCONCLUSIVE if on_interval == INCONCLUSIVE else PASSED
+    if verdict == INCONCLUSIVE:
+        message += " -- inconclusive: the interval straddles the bound"
     return CheckResult(
         floor.name,
         "performance",
-        FAILED if problems else PASSED,
+        verdict,
         message + (f" -- {', '.join(problems)}" if problems else ""),
         measured=measured,
         bound=floor.bound,

@@ -1,0 +1,128 @@
+"""Intervals on every figure (issue 41, items 1-2): the order-statistic bound of a percentile, the
+bootstrap of a rate over repetitions and requests, and a floor judged on the interval."""
+
+from __future__ import annotations
+
+import random
+
+from dayzero.checks import FAILED, INCONCLUSIVE, PASSED
+from dayzero.checks.intervals import (
+    judge,
+    mean_interval,
+    percentile_interval,
+    proportion_interval,
+    quantile_ranks,
+    rate_interval,
+)
+from dayzero.checks.measurement import aggregate
+from dayzero.checks.performance import check_floor
+from dayzero.spec.card import Compliance, Floor, SaturationLimits
+
+
+def test_p99_of_16_requests_is_not_supported_but_the_median_is():
+    values = [float(v) for v in range(16)]
+    p99 = percentile_interval(values, 99)
+    assert not p99.supported and p99.why == "p99 not supported by n=16"
+    median = percentile_interval(values, 50)
+    assert median.supported and median.lo <= 7.5 <= median.hi
+
+
+def test_order_statistic_ranks_match_the_binomial_table():
+    # the classic distribution-free 95% interval of a median of 20: ranks 6 and 15 (each tail <= 2.5%)
+    assert quantile_ranks(20, 0.5) == (6, 15)
+    # a p90 needs 36 samples before its largest bounds it at 97.5% (0.9**35 = 0.0250 > 0.025)
+    assert quantile_ranks(35, 0.9)[1] is None and quantile_ranks(36, 0.9)[1] == 36
+
+
+def test_percentile_interval_covers_the_true_quantile_about_95_percent():
+    rng = random.Random(1)
+    covered = 0
+    for _ in range(400):
+        sample = [rng.expovariate(1.0) for _ in range(60)]
+        iv = percentile_interval(sample, 50)
+        covered += iv.lo <= 0.6931 <= iv.hi
+    assert 0.93 * 400 <= covered <= 0.995 * 400
+
+
+def _runs(rate_per_s: float, n: int, jitter: float, seed: int) -> list[list[tuple[float, float]]]:
+    rng = random.Random(seed)
+    return [[(32.0, 32.0 / rate_per_s * (1 + rng.uniform(-jitter, jitter))) for _ in range(n)] for _ in range(3)]
+
+
+def test_rate_interval_is_deterministic_and_narrows_with_steadier_requests():
+    noisy, steady = _runs(60, 16, 0.5, 2), _runs(60, 16, 0.02, 2)
+    a = rate_interval([58.0, 60.0, 61.0], noisy)
+    assert a == rate_interval([58.0, 60.0, 61.0], noisy)  # the checker recomputes the same bound
+    b = rate_interval([58.0, 60.0, 61.0], steady)
+    assert a.lo < b.lo <= 60.0 <= b.hi < a.hi
+    assert a.n == 48 and a.runs == 3
+
+
+def test_a_run_with_no_completed_request_leaves_the_rate_unsupported():
+    iv = rate_interval([60.0, 0.0], [[(32.0, 0.5)], []])
+    assert not iv.supported and "n=1" in iv.why
+
+
+def test_proportion_and_mean_intervals():
+    acc = proportion_interval(5, 10)
+    assert acc.lo < 0.5 < acc.hi and round(acc.lo, 3) == 0.237
+    assert not proportion_interval(0, 0).supported
+    m = mean_interval([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]])
+    assert m.lo <= 2.0 <= m.hi
+
+
+def test_judge_is_three_valued_both_directions():
+    iv = percentile_interval([float(v) for v in range(100)], 50)  # roughly [39, 59]
+    assert judge(iv, 30, "min") == PASSED
+    assert judge(iv, 70, "min") == FAILED
+    assert judge(iv, 50, "min") == INCONCLUSIVE
+    assert judge(iv, 70, "max") == PASSED and judge(iv, 30, "max") == FAILED
+    assert judge(percentile_interval([1.0] * 16, 99), 0.5, "min") == INCONCLUSIVE
+    assert judge(None, 1, "min") is None
+
+
+def _answer(tpot_s: float, n: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    records, t = [], 1.0
+    for i in range(n):
+        step = tpot_s * (1 + rng.uniform(-0.3, 0.3))
+        first = t + 0.05
+        end = first + step * 31
+        chunks = [first + step * k for k in range(32)]
+        records.append(
+            {"id": i, "send": t, "first": first, "end": end, "chunks": chunks, "usage": {"completion_tokens": 32}}
+        )
+        t = end
+    return {"records": records, "procs": []}
+
+
+def _measure(tpot_s: float, n: int = 16) -> object:
+    answers = [(f"r{k}.json", _answer(tpot_s, n, k)) for k in range(3)]
+    return aggregate(
+        "random-64-32",
+        1,
+        answers,
+        accelerators=1,
+        exact_output=False,
+        limits=SaturationLimits(),
+        rules=Compliance(),
+        client={},
+    )
+
+
+def test_a_floor_is_passed_failed_or_inconclusive_on_its_interval():
+    m = _measure(0.02)  # ~50 tok/s with +-30% per request
+    iv = m.intervals["output_throughput"]
+    assert iv.lo < m.values("output_throughput")[0] < iv.hi
+    passed = check_floor(Floor("output_throughput", iv.lo * 0.9, 1, workload="random-64-32"), m)
+    failed = check_floor(Floor("output_throughput", iv.hi * 1.1, 1, workload="random-64-32"), m)
+    middle = check_floor(Floor("output_throughput", (iv.lo + iv.hi) / 2, 1, workload="random-64-32"), m)
+    assert (passed.verdict, failed.verdict, middle.verdict) == (PASSED, FAILED, INCONCLUSIVE)
+    assert "inconclusive" in middle.message and middle.details["interval"]["lo"] == round(iv.lo, 4)
+    assert set(middle.details["intervals"]) >= {"median_tpot_ms", "p99_ttft_ms", "output_throughput_per_user"}
+
+
+def test_a_p99_floor_on_16_requests_is_inconclusive_never_passed():
+    m = _measure(0.02, n=5)  # 15 requests pooled over 3 runs: no p99
+    result = check_floor(Floor("p99_tpot_ms", 10_000, 1, direction="max", workload="random-64-32"), m)
+    assert result.verdict == INCONCLUSIVE and "p99 not supported by n=15" in result.message
