@@ -46,7 +46,8 @@ def test_percentile_interval_covers_the_true_quantile_about_95_percent():
 
 def _runs(rate_per_s: float, n: int, jitter: float, seed: int) -> list[list[tuple[float, float]]]:
     rng = random.Random(seed)
-    return [[(32.0, 32.0 / rate_per_s * (1 + rng.uniform(-jitter, jitter))) for _ in range(n)] for _ in range(3)]
+    one = 32.0 / rate_per_s
+    return [[(32.0, one * (1 + rng.uniform(-jitter, jitter))) for _ in range(n)] for _ in range(3)]
 
 
 def test_rate_interval_is_deterministic_and_narrows_with_steadier_requests():
@@ -90,7 +91,8 @@ def _answer(tpot_s: float, n: int, seed: int) -> dict:
         end = first + step * 31
         chunks = [first + step * k for k in range(32)]
         records.append(
-            {"id": i, "send": t, "first": first, "end": end, "chunks": chunks, "usage": {"completion_tokens": 32}}
+            {"id": i, "send": t, "first": first, "end": end, "chunks": chunks}
+            | {"usage": {"completion_tokens": 32}}
         )
         t = end
     return {"records": records, "procs": []}
