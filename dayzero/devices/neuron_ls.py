@@ -1,0 +1,42 @@
+"""AWS Trainium and Inferentia through `neuron-ls` (its `--json-output`, one object a device)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from dayzero.devices.base import DeviceTool
+
+
+@dataclass(frozen=True)
+class NeuronLs(DeviceTool):
+    def parse_memory(self, output: str) -> list[tuple[float | None, float | None]]:
+        """`memory_size` in bytes per device; neuron-ls reports no free memory: free is total."""
+        return [(float(d.get("memory_size", 0)) / 2**20,) * 2 for d in json.loads(output)]
+
+    def parse_processes(self, output: str) -> list[tuple[int, str]]:
+        """Each device's `neuron_processes` ({pid, command}), a process once."""
+        found: dict[int, str] = {}
+        for device in json.loads(output):
+            for proc in device.get("neuron_processes") or ():
+                if str(proc.get("pid", "")).isdigit():
+                    found.setdefault(int(proc["pid"]), str(proc.get("command", "")).split(" ")[0])
+        return list(found.items())
+
+    def container_flags(self, runtime: str, accelerators: int | None) -> tuple[str, ...]:
+        """Neuron containers get each /dev/neuron<N> device (one per accelerator counted)."""
+        if not accelerators:
+            raise ValueError(
+                "AWS Neuron devices are passed one by one: the host's accelerator count is needed"
+            )
+        return tuple(flag for i in range(accelerators) for flag in ("--device", f"/dev/neuron{i}"))
+
+
+TOOL = NeuronLs(
+    name="neuron-ls",
+    vendor="AWS",
+    memory_query="neuron-ls --json-output",
+    driver_query="cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | head -1",
+    process_query="neuron-ls --json-output",
+    visible_variable="NEURON_RT_VISIBLE_CORES",
+)
