@@ -178,9 +178,10 @@ def test_rank_1_is_ready_before_rank_0_starts(tmp_path):
     try:
         from dayzero.run import cell as steps
 
-        held = steps.lease(ctx, cell, steps.CellRun(started=""))
-        recipe = steps.render_recipe(ctx, cell, held)
-        dep = steps.deployment(ctx, cell, recipe, held)
+        t = steps.target(ctx, cell)
+        held = steps.lease(ctx, t, steps.CellRun(started=""))
+        recipe = steps.render_recipe(ctx, t, held)
+        dep = steps.deployment(ctx, t, recipe, held)
         try:
             dep.start()
             dep.wait_ready()

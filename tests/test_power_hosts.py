@@ -188,9 +188,9 @@ def test_a_cells_endpoint_reads_power_on_every_host_but_the_clients(monkeypatch)
     }
     recipe = SimpleNamespace(endpoint=SimpleNamespace(host="rank0"), launches=(), digest="d")
     dep = SimpleNamespace(url="http://x", transports=transports, recipe=recipe, check_alive=lambda: None)
-    ctx = SimpleNamespace(matrix=matrix, reports_dir=Path("."), say=print, run_id="r")
+    ctx = SimpleNamespace(matrix=matrix, reports_dir=Path("."), say=print, run_id="r", goldens_dir=Path("."))
     seen = {}
     monkeypatch.setattr(cell_run.power, "watching_hosts", lambda t, options: seen.update(t=t, o=options))
-    ep = cell_run.endpoint(ctx, cell, dep)
+    ep = cell_run.endpoint(ctx, cell_run.target(ctx, cell), dep)
     ep.power_watch({"interval": 0.5})
     assert ep.host == "rank0" and sorted(seen["t"]) == ["rank1", "rank2"] and seen["o"] == {"interval": 0.5}

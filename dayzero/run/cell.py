@@ -23,12 +23,12 @@ import allure
 
 from dayzero import __version__, atomic, engines, evidence
 from dayzero.checks import FAILED, NOT_MEASURED, CheckResult, near_tie
-from dayzero.checks.correctness import check_golden, check_probe
 from dayzero.checks.performance import INVALID
 from dayzero.checks.tool_calls import answers
 from dayzero.clock import now_iso
+from dayzero.engines.base import Engine
 from dayzero.errors import DeploymentError, InfrastructureError
-from dayzero.lab import hostload, power
+from dayzero.lab import devicemask, hostload, power
 from dayzero.lab.deploy import Deployment, run_client
 from dayzero.lab.lease import Lease
 from dayzero.lab.pool import Held, HostPool, NoHost, no_host_reason
@@ -38,10 +38,11 @@ from dayzero.lab.slurm_pool import SlurmPool
 from dayzero.lab.transport import CONNECT_TIMEOUT_S, Transport, network_address
 from dayzero.redact import redact, redact_file
 from dayzero.run import plan, records
-from dayzero.run.phases import Endpoint, metered, run_all, run_tool_calls, score_goldens
+from dayzero.run.phases import Endpoint, Live, run_all, run_stage
+from dayzero.run.plans import CORRECTNESS
 from dayzero.run.preview import launch_text
 from dayzero.run.stall import watched
-from dayzero.spec.card import claims_for, golden_source
+from dayzero.spec.card import ModelCard, claims_for, golden_source
 from dayzero.spec.goldens import Golden, golden_path, load_golden, save_golden
 from dayzero.spec.inventory import Host, Inventory
 from dayzero.spec.matrix import Cell, Matrix
@@ -130,6 +131,29 @@ class CellRun:
     readiness: dict = field(default_factory=dict)  # deadline_s, and ready_s once ready
 
 
+@dataclass(frozen=True)
+class CellTarget:
+    """One cell with what its steps read of the matrix, resolved once when the run starts: its
+    card, its engine and the suites its plans read."""
+
+    cell: Cell
+    card: ModelCard
+    engine: Engine
+    suites: Path
+
+    @property
+    def engine_name(self) -> str:
+        """The card's engine name: how preflight keys a host's engine facts."""
+        return self.card.engine.name
+
+
+def target(ctx: RunContext, cell: Cell) -> CellTarget:
+    card = ctx.matrix.card(cell)
+    return CellTarget(
+        cell, card, engines.find_or_plain(card.engine.name), suites_dir(ctx.goldens_dir, ctx.matrix.root)
+    )
+
+
 def candidate_hosts(ctx: RunContext, cell: Cell) -> tuple[Host, ...]:
     """The inventory's hosts for the cell; too few for it is a skip (never a wait for hosts that
     cannot come): a two-host cell with a one-host inventory."""
@@ -144,10 +168,10 @@ def candidate_hosts(ctx: RunContext, cell: Cell) -> tuple[Host, ...]:
 # -- the steps, in the order a cell runs them ---------------------------------------------------
 
 
-def lease(ctx: RunContext, cell: Cell, run: CellRun) -> Held:
+def lease(ctx: RunContext, t: CellTarget, run: CellRun) -> Held:
     """Healthy hosts for the cell, leased and preflighted (`dayzero.lab.pool`); kept in `run`
     the moment they are held, so that an interrupt from then on still releases them."""
-    card = ctx.matrix.card(cell)
+    cell, card = t.cell, t.card
     needed = hosts_needed(card, cell)
     with allure.step(f"lease and preflight {needed} {cell.hardware} host(s)"):
         run.held = ctx.pool.acquire(
@@ -159,37 +183,44 @@ def lease(ctx: RunContext, cell: Cell, run: CellRun) -> Held:
             roles=role_checks(card, cell),
             image=card.hardware[cell.hardware].image or "",
             model_files=card.model_files,
+            used=parallel_accelerators(card, cell),
         )
-        ctx.say(f"{cell.id}: leased {', '.join(f'{x.host.name} slot {x.slot}' for x in run.held.leases)}")
+        ctx.say(f"{cell.id}: leased {', '.join(map(leased, run.held.leases))}")
     return run.held
 
 
+def leased(lease: Lease) -> str:
+    devices = f" accelerators {','.join(map(str, lease.devices))}" if lease.devices else ""
+    return f"{lease.host.name} slot {lease.slot}{devices}"
+
+
 def recipe_for(ctx: RunContext, cell: Cell, leases: list[Lease]) -> Recipe:
-    """The cell's commands on the leased hosts; a lease slot shifts the ports so cells can share a host."""
+    """The cell's commands on the leased hosts; a lease slot shifts the ports so cells can share a
+    host, and a share of its accelerators is the engine's device mask (`devicemask.masked`)."""
     hosts = [replace(x.host, address=network_address(x.host, ctx.inventory)) for x in leases]
-    return render(ctx.matrix, cell, hosts, port_offset=10 * max(x.slot for x in leases))
+    recipe = render(ctx.matrix, cell, hosts, port_offset=10 * max(x.slot for x in leases))
+    return devicemask.masked(recipe, leases, ctx.matrix.hardware[cell.hardware].device_query)
 
 
-def render_recipe(ctx: RunContext, cell: Cell, held: Held) -> Recipe:
+def render_recipe(ctx: RunContext, t: CellTarget, held: Held) -> Recipe:
     """The cell's commands for the held hosts (`recipe_for`), attached to its Allure result."""
-    recipe = recipe_for(ctx, cell, held.leases)
+    recipe = recipe_for(ctx, t.cell, held.leases)
     allure.attach(
         launch_text(recipe, ctx.inventory.secrets), "rendered commands", allure.attachment_type.TEXT
     )
     return recipe
 
 
-def engine_version(ctx: RunContext, cell: Cell, held: Held) -> str:
+def engine_version(ctx: RunContext, t: CellTarget, held: Held) -> str:
     """The engine version preflight read on the first host."""
-    engine = ctx.matrix.card(cell).engine.name
+    engine = t.engine_name
     facts = ctx.pool.facts_of(held.hosts[0], engine)
     return facts.engine_versions.get(engine, "unknown") if facts else "unknown"
 
 
-def engine_image(ctx: RunContext, cell: Cell, held: Held | None) -> dict:
+def engine_image(ctx: RunContext, t: CellTarget, held: Held | None) -> dict:
     """The image the engine ran in, as preflight resolved it on the first host (container hosts)."""
-    engine = ctx.matrix.card(cell).engine.name
-    facts = ctx.pool.facts_of(held.hosts[0], engine) if held and held.hosts else None
+    facts = ctx.pool.facts_of(held.hosts[0], t.engine_name) if held and held.hosts else None
     return {"image": facts.image} if facts and facts.image else {}
 
 
@@ -202,26 +233,27 @@ def version_check(version: str) -> CheckResult | None:
         "health",
         NOT_MEASURED,
         "the engine's version could not be read on the host (version_command)",
+        family="engine",
     )
 
 
 DEFAULT_READY_DEADLINE = 600.0
 
 
-def ready_deadline(ctx: RunContext, cell: Cell) -> float:
+def ready_deadline(ctx: RunContext, t: CellTarget) -> float:
     """Seconds the cell may take from launch to ready: the run's override, else its card's (sized
     for its weights), else DEFAULT_READY_DEADLINE."""
-    return ctx.ready_deadline or ctx.matrix.card(cell).ready_deadline or DEFAULT_READY_DEADLINE
+    return ctx.ready_deadline or t.card.ready_deadline or DEFAULT_READY_DEADLINE
 
 
-def deployment(ctx: RunContext, cell: Cell, recipe: Recipe, held: Held) -> Deployment:
+def deployment(ctx: RunContext, t: CellTarget, recipe: Recipe, held: Held) -> Deployment:
     """The deployment of a rendered recipe on the held hosts (nothing started yet)."""
     return Deployment(
         recipe,
         {h.name: ctx.transport(h) for h in held.hosts},
-        records.cell_folder(ctx.run_id, cell.id),
-        health_path=ctx.matrix.card(cell).engine.health_path,
-        ready_deadline=ready_deadline(ctx, cell),
+        records.cell_folder(ctx.run_id, t.cell.id),
+        health_path=t.card.engine.health_path,
+        ready_deadline=ready_deadline(ctx, t),
         heartbeats={lease.host.name: lease.heartbeat for lease in held.leases},
         heartbeat_timeout=ctx.heartbeat_timeout,
         on_event=ctx.say,
@@ -238,86 +270,28 @@ def deploy(dep: Deployment, run: CellRun) -> None:
 
 
 def probe(
-    ctx: RunContext, cell: Cell, ep: Endpoint, record_goldens: bool, version: str = "unknown"
+    ctx: RunContext, t: CellTarget, ep: Endpoint, record_goldens: bool, version: str = "unknown"
 ) -> list[CheckResult]:
-    """Probe answers checked against the card's expectations and, unless recording, the goldens;
-    then the card's tool-use suites (`tool_calls`)."""
-    with allure.step("correctness: probes and goldens"):
-        checks = _probe(ctx, cell, ep, record_goldens, version)
-    return checks + tool_calls(ctx, cell, ep, record_goldens)
-
-
-def tool_calls(ctx: RunContext, cell: Cell, ep: Endpoint, record_goldens: bool) -> list[CheckResult]:
-    """Tool-call conformance; trigger agreement is with the answers recorded on the cell whose
-    goldens this cell meets (the card's reference cell, or its own)."""
-    card = ctx.matrix.card(cell)
-    reference_cell, _ = golden_source(card, cell)
-    golden = None if record_goldens else load_golden(ctx.goldens_dir, reference_cell)
-    suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
-    return list(
-        run_tool_calls(
-            card,
-            cell,
-            ep,
-            suites,
-            golden.tool_calls if golden else {},
-            reference_cell,
-            golden.tool_tokens if golden else {},
-        )
+    """The correctness stage (`run.plans`): probe answers against the card's expectations and,
+    unless recording, the goldens; then the card's tool-use suites, whose trigger agreement is
+    with the answers recorded on the cell whose goldens this cell meets."""
+    golden_cell, _ = golden_source(t.card, t.cell)
+    src = Live(
+        ep,
+        t.card,
+        t.cell,
+        golden=None if record_goldens else load_golden(ctx.goldens_dir, golden_cell),
+        recording=record_goldens,
+        engine_version=version,
     )
+    return list(run_stage(src, t.suites, CORRECTNESS))
 
 
-def _probe(
-    ctx: RunContext, cell: Cell, ep: Endpoint, record_goldens: bool, version: str
-) -> list[CheckResult]:
-    probe_plan = plan.probes(ctx.matrix.card(cell), cell)
-    if not probe_plan.probes:
-        return []
-    spec = {
-        "action": "requests",
-        "url": ep.url,
-        "concurrency": probe_plan.concurrency,
-        "requests": probe_plan.requests(),
-    }
-    answer, _ = metered(ep, probe_plan.phase, lambda: ep.client(spec, 600))
-    got = answer["records"]
-    ep.alive()
-    save_records(ctx, cell, probe_plan.phase, answer)
-    by_id = {r["id"]: r for r in got}
-    checks = [check_probe(p, r["text"], r["error"]) for p, r in zip(probe_plan.probes, got, strict=True)]
-    golden = load_golden(ctx.goldens_dir, probe_plan.golden_cell or cell.id)
-    if record_goldens:
-        return checks
-    machine = (answer.get("client") or {}).get("machine")
-    forced = score_goldens(ctx.matrix.card(cell), cell, ep, golden.outputs if golden else None)
-    for p in probe_plan.probes:
-        expected = golden.outputs.get(p.id) if golden else None
-        provenance = golden.provenance if golden else None  # compared with this run's recipe and engine
-        checks.append(
-            check_golden(
-                probe_plan.policy,
-                p.id,
-                expected,
-                by_id[p.id]["text"],
-                provenance,
-                recipe_digest=ep.recipe_digest,
-                engine_version=version,
-                missing=probe_plan.missing_verdict,
-                alternates=golden.alternatives(p.id) if golden else (),
-                golden_steps=golden.tokens.get(p.id) if golden else None,
-                output_steps=by_id[p.id].get("logprobs"),
-                machine=machine,
-                forced=forced.get(p.id, (None, ""))[0],
-                forced_why=forced.get(p.id, (None, ""))[1],
-            )
-        )
-    return checks
-
-
-def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
+def record_golden(ctx: RunContext, t: CellTarget, run: CellRun) -> Path:
     """`dayzero golden record`: the probe answers just recorded become the cell's golden (or,
     with `ctx.golden_alternate`, an alternate recording beside it)."""
-    policy = ctx.matrix.card(cell).mode(cell.mode).golden.to_json()
+    cell = t.cell
+    policy = t.card.mode(cell.mode).golden.to_json()
     outputs = json.loads((ctx.reports_dir / records.path(ctx.run_id, cell.id, records.PROBES)).read_text())
     provenance = {
         "engine_version": run.version,
@@ -330,9 +304,8 @@ def record_golden(ctx: RunContext, cell: Cell, run: CellRun) -> Path:
     if ctx.golden_alternate:
         texts = {r["id"]: r["text"] for r in outputs["records"]}
         return add_alternate(ctx.goldens_dir, cell.id, texts, {**provenance, "why": ctx.golden_alternate})
-    suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
     tools, tool_steps = {}, {}
-    for tp in plan.tool_calls(ctx.matrix.card(cell), cell, suites):
+    for tp in plan.tool_calls(t.card, cell, t.suites):
         answered = json.loads((ctx.reports_dir / records.path(ctx.run_id, cell.id, tp.phase)).read_text())
         tools[tp.suite.name] = answers(answered["records"])
         if firsts := {
@@ -373,7 +346,7 @@ def add_alternate(goldens_dir: Path, cell_id: str, texts: dict[str, str], proven
 
 
 def measure(
-    ctx: RunContext, cell: Cell, ep: Endpoint, accelerators: int, checks: list[CheckResult]
+    ctx: RunContext, t: CellTarget, ep: Endpoint, accelerators: int, checks: list[CheckResult]
 ) -> list[CheckResult]:
     """Performance floors, accuracy gate and speculative acceptance (`dayzero.run.phases`), appended
     to `checks` as they are made; raw client answers are kept under records/<phase>.json.
@@ -381,18 +354,17 @@ def measure(
     An invalid measurement (the client, not the server, was the bottleneck) is a lab fault:
     InfrastructureError, so the cell is broken rather than failed.
     """
-    suites = suites_dir(ctx.goldens_dir, ctx.matrix.root)
-    run_all(ctx.matrix.card(cell), cell, ep, accelerators, suites, into=checks)
+    run_all(t.card, t.cell, ep, accelerators, t.suites, into=checks)
     invalid = [c for c in checks if c.verdict == INVALID]
     if invalid:
         raise InfrastructureError(f"{invalid[0].name}: {invalid[0].message}")
     return checks
 
 
-def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
+def endpoint(ctx: RunContext, t: CellTarget, dep: Deployment) -> Endpoint:
     """How the phases reach the deployment: its client, where records and /metrics snapshots go
     (every launch's /metrics, read from the endpoint's host), liveness and reporting."""
-    engine = engines.find_or_plain(ctx.matrix.card(cell).engine.name)
+    cell, engine = t.cell, t.engine
     folder = ctx.reports_dir
 
     def keep_metrics(phase: str, doc: dict) -> str:
@@ -405,7 +377,7 @@ def endpoint(ctx: RunContext, cell: Cell, dep: Deployment) -> Endpoint:
             lambda spec, timeout, silence: run_client(
                 dep.endpoint_transport(), spec, timeout=timeout, silence=silence
             ),
-            ctx.matrix.card(cell).protocol.stall,
+            t.card.protocol.stall,
             dep.recipe.endpoint.host,
         ),
         keep=lambda phase, answer: str(save_records(ctx, cell, phase, answer).relative_to(folder)),
@@ -441,10 +413,10 @@ def cell_groups(dep: Deployment) -> dict[str, list[int]]:
     return {host: every for host in dep.transports}
 
 
-def teardown(ctx: RunContext, cell: Cell, dep: Deployment) -> list[Path]:
+def teardown(ctx: RunContext, t: CellTarget, dep: Deployment) -> list[Path]:
     """Stop every launch, then copy the server logs into the run's folder with secrets masked."""
     dep.stop()
-    logs = dep.collect_logs(ctx.reports_dir / records.logs_folder(ctx.run_id, cell.id))
+    logs = dep.collect_logs(ctx.reports_dir / records.logs_folder(ctx.run_id, t.cell.id))
     for path in logs:
         redact_file(path, ctx.inventory.secrets)  # a server may echo its environment
         tail = redact("".join(path.read_text(errors="replace").splitlines(True)[-80:]), ctx.inventory.secrets)
@@ -452,9 +424,9 @@ def teardown(ctx: RunContext, cell: Cell, dep: Deployment) -> list[Path]:
     return logs
 
 
-def write_evidence(ctx: RunContext, cell: Cell, run: CellRun, record_goldens: bool) -> Path | None:
+def write_evidence(ctx: RunContext, t: CellTarget, run: CellRun, record_goldens: bool) -> Path | None:
     """Build the evidence from what the run gathered and store it (not when recording goldens)."""
-    engine = ctx.matrix.card(cell).engine.name
+    cell, engine = t.cell, t.engine_name
     leases = run.held.leases if run.held else []
     doc = evidence.build(
         cell,
@@ -473,13 +445,13 @@ def write_evidence(ctx: RunContext, cell: Cell, run: CellRun, record_goldens: bo
             **({"lab": ctx.inventory.lab} if ctx.inventory.lab else {}),
         },
         recipe=run.recipe,
-        engine={"name": engine, "version": run.version, **engine_image(ctx, cell, run.held)},
+        engine={"name": engine, "version": run.version, **engine_image(ctx, t, run.held)},
         records=[str(p.relative_to(ctx.reports_dir)) for p in records_dir(ctx, cell).glob("*.json")],
         logs=[str(p.relative_to(ctx.reports_dir)) for p in run.logs],
         verdict=run.verdict,
         error=run.error,
         secrets=ctx.inventory.secrets,
-        claims=claims_for(ctx.matrix.card(cell), cell),
+        claims=claims_for(t.card, cell),
         readiness=run.readiness,
     )
     if record_goldens:
@@ -497,28 +469,29 @@ def run_cell(
     re-raised, as is anything else (Ctrl-C, SIGTERM, a bug), after the evidence is written.
     `correctness_only` (`dayzero golden check`): probes, goldens and tool calls, nothing measured."""
     run = CellRun(started=now_iso())
+    t = target(ctx, cell)
     try:
-        held = lease(ctx, cell, run)
-        run.recipe = render_recipe(ctx, cell, held)
-        run.version = engine_version(ctx, cell, held)
-        dep = deployment(ctx, cell, run.recipe, held)
+        held = lease(ctx, t, run)
+        run.recipe = render_recipe(ctx, t, held)
+        run.version = engine_version(ctx, t, held)
+        dep = deployment(ctx, t, run.recipe, held)
         try:
             deploy(dep, run)
-            ep = endpoint(ctx, cell, dep)
-            run.checks += probe(ctx, cell, ep, record_goldens, run.version)
+            ep = endpoint(ctx, t, dep)
+            run.checks += probe(ctx, t, ep, record_goldens, run.version)
             if record_goldens:
                 # an answer that errored or missed its probe is never kept as the reference
                 if failed := [c for c in run.checks if c.verdict == FAILED]:
                     why = "; ".join(f"{c.name}: {c.message}" for c in failed)
                     raise DeploymentError(f"golden not recorded: {why}")
-                record_golden(ctx, cell, run)
+                record_golden(ctx, t, run)
             elif not correctness_only:
-                used = parallel_accelerators(ctx.matrix.card(cell), cell)
-                measure(ctx, cell, ep, used or sum(h.accelerators for h in held.hosts), run.checks)
+                used = parallel_accelerators(t.card, cell)
+                measure(ctx, t, ep, used or sum(h.accelerators for h in held.hosts), run.checks)
                 if (unknown := version_check(run.version)) is not None:
                     run.checks.append(unknown)
         finally:
-            run.logs = teardown(ctx, cell, dep)
+            run.logs = teardown(ctx, t, dep)
         if any(c.verdict == FAILED for c in run.checks):  # not measured keeps the cell Pending instead
             run.verdict = "failed"
     except DeploymentError as exc:
@@ -534,7 +507,7 @@ def run_cell(
             ctx.pool.release(run.held)  # holds a Ctrl-C until every lease is let go, then raises it
         finally:
             # a correctness-only run is no cell verdict: nothing measured, no evidence for the table
-            path = write_evidence(ctx, cell, run, record_goldens or correctness_only)
+            path = write_evidence(ctx, t, run, record_goldens or correctness_only)
     return CellOutcome(cell, run.checks, run.verdict, path, run.error)
 
 

@@ -16,28 +16,26 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dayzero.checks import FAILED, NOT_MEASURED, CheckResult
-from dayzero.checks.accuracy import check_accuracy
 from dayzero.checks.energy import merge_windows
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import run_summary, saturation
-from dayzero.checks.performance import INVALID, check_floor
+from dayzero.checks.performance import INVALID
 from dayzero.checks.server_metrics import summed
-from dayzero.checks.speculative import check_acceptance, from_snapshots
-from dayzero.checks.sweep import sweep_check, sweep_floor_check
-from dayzero.checks.tool_calls import check_tool_calls
 from dayzero.lab.hostload import HostLoad, contention
-from dayzero.run import plan, sweeps
+from dayzero.run import plans, sweeps
 from dayzero.run.plan import MeasurementPlan
+from dayzero.run.plans import speculative, tool_calls
+from dayzero.run.plans.base import LOAD_TIMEOUT
+from dayzero.run.plans.probes import forced
 from dayzero.spec.card import ModelCard, Protocol
+from dayzero.spec.goldens import Golden
 from dayzero.spec.matrix import Cell
-
-LOAD_TIMEOUT = 3600.0
 
 
 @dataclass
@@ -129,6 +127,7 @@ def metrics_check(ep: Endpoint) -> CheckResult | None:
         f"the server's /metrics could not be read around {len(ep.unread)} phase(s): "
         + ", ".join(ep.unread[:5]),
         details={"phases": list(ep.unread)},
+        family="engine",
     )
 
 
@@ -206,103 +205,86 @@ def phases(m: MeasurementPlan) -> list[str]:
     return [m.phase(rep) for rep in range(m.runs)]
 
 
-def run_performance(
-    card: ModelCard, cell: Cell, ep: Endpoint, accelerators: int, suites: Path
-) -> Iterator[CheckResult]:
-    for m in plan.measurements(card, cell, suites):
-        with ep.step(f"performance: {m.workload.name} at concurrency {m.concurrency}"):
-            measurement = measure_workload(ep, m, accelerators)
-            for floor in m.floors:
-                result = judged_for_contention(check_floor(floor, measurement), phases(m), ep)
-                ep.attach(f"measured {floor.name}", {"verdict": result.verdict, "message": result.message})
-                yield result
+@dataclass(frozen=True)
+class Live:
+    """The live server as the plans' source of answers (`run.plans.Source`): each phase sent,
+    metered and kept under its record name, then judged by its plan as the checker judges it."""
+
+    ep: Endpoint
+    card: ModelCard
+    cell: Cell
+    accelerators: int = 0
+    golden: Golden | None = None
+    recording: bool = False
+    engine_version: str = "unknown"
+
+    @property
+    def recipe_digest(self) -> str:
+        return self.ep.recipe_digest
+
+    def exchange(self, phase, concurrency, requests, *, action="load", timeout=LOAD_TIMEOUT, prepare=None):
+        spec = {"action": action, "url": self.ep.url, "concurrency": concurrency, "requests": requests}
+        answer, snapshots = metered(self.ep, phase, lambda: self.ep.client(spec, timeout))
+        self.ep.alive()
+        if prepare is not None:
+            prepare(answer, snapshots)
+        self.ep.keep(phase, answer)
+        return answer, snapshots
+
+    def repetitions(self, m: MeasurementPlan):
+        return collect(self.ep, m, self.accelerators)
+
+    def sweep(self, sp: sweeps.SweepPlan):
+        """Points measured until the sweep's budget is spent."""
+        started = time.monotonic()
+        kept: dict[str, Mapping] = {}  # records file -> its /metrics snapshots
+
+        def measure(p: sweeps.SweepPoint):
+            if time.monotonic() - started > p.sweep.budget_s:
+                return None
+            answers, _, docs = collect(self.ep, p, self.accelerators)
+            kept.update({rel: doc for (rel, _), doc in zip(answers, docs, strict=True)})
+            return answers
+
+        return measure, kept.get
+
+    def contended(self, result: CheckResult, phases: Sequence[str]) -> CheckResult:
+        return judged_for_contention(result, list(phases), self.ep)
+
+    def step(self, title: str):
+        return self.ep.step(title)
+
+    def say(self, text: str) -> None:
+        self.ep.say(text)
+
+    def attach(self, name: str, data: Any) -> None:
+        self.ep.attach(name, data)
 
 
-def run_sweeps(
-    card: ModelCard, cell: Cell, ep: Endpoint, accelerators: int, suites: Path
-) -> Iterator[CheckResult]:
-    """Each sweep of the cell, live: points measured until the sweep's budget is spent."""
-    for sp in sweeps.plans(card, cell, suites):
-        sweep = sp.sweep
-        with ep.step(f"sweep: {sweep.name} ({sweep.kind}, {sweep.workload})"):
-            started = time.monotonic()
-
-            kept: dict[str, Mapping] = {}  # records file -> its /metrics snapshots
-
-            def measure(p: sweeps.SweepPoint, started=started, kept=kept):
-                if time.monotonic() - started > p.sweep.budget_s:
-                    return None
-                answers, _, docs = collect(ep, p, accelerators)
-                kept.update({rel: doc for (rel, _), doc in zip(answers, docs, strict=True)})
-                return answers
-
-            points, skipped = sweeps.walk(sp, measure, accelerators, kept.get)
-            result = sweep_check(sweep, points, skipped)
-            ep.say(f"{result.name}: {result.message}")
-            yield result
-            if (floor := sweep_floor_check(sweep, result)) is not None:
-                phases = [ph for p in points for ph in sp.point(p["load"]).phases()]
-                floor = judged_for_contention(floor, phases, ep)
-                ep.say(f"{floor.name}: {floor.message}")
-                yield floor
+def run_stage(src: Live, suites: Path, stage: str) -> Iterator[CheckResult]:
+    """Every plan of the cell's stage (`run.plans.of`), sent and judged, checks as they are made."""
+    for planned in plans.of(src.card, src.cell, suites, stage):
+        yield from planned.judge(src)
 
 
-def _load(ep: Endpoint, phase: str, concurrency: int, requests: list[dict]) -> tuple[dict, dict]:
-    """One client run of `requests`, `concurrency` in flight, between two reads of the metrics;
-    the server must still be alive after."""
-    spec = {"action": "load", "url": ep.url, "concurrency": concurrency, "requests": requests}
-    answer, snapshots = metered(ep, phase, lambda: ep.client(spec, LOAD_TIMEOUT))
-    ep.alive()
-    return answer, snapshots
-
-
-def run_accuracy(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> Iterator[CheckResult]:
-    for a in plan.accuracy(card, cell, suites):
-        with ep.step(f"accuracy: {a.gate.eval} ({len(a.items)} questions)"):
-            answer, _ = _load(ep, a.phase, a.concurrency, a.requests())
-            ep.keep(a.phase, answer)
-            result = check_accuracy(a.gate, a.items, answer["records"])
-            ep.say(f"{a.gate.name}: {result.message}")
-            yield result
+def run_kind(kind: plans.Kind, src: Live, suites: Path) -> Iterator[CheckResult]:
+    """The plans of one kind alone (a test's, or `golden check`'s)."""
+    for unit in kind.plans(src.card, src.cell, suites):
+        yield from plans.Planned(kind, unit).judge(src)
 
 
 def run_speculative(card: ModelCard, cell: Cell, ep: Endpoint, suites: Path) -> Iterator[CheckResult]:
-    """Acceptance per workload from the counters' difference across its phase (step 1's snapshots)."""
-    kind = card.engine.name
-    for sp in plan.speculative(card, cell, suites):
-        name = sp.workload.name
-        with ep.step(f"speculative acceptance: {name}"):
-            answer, snapshots = _load(ep, sp.phase, sp.concurrency, sp.requests())
-            before = from_snapshots(kind, snapshots["before"])
-            after = from_snapshots(kind, snapshots["after"])
-            answer["counters"] = {"source": kind, "before": _plain(before), "after": _plain(after)}
-            ep.keep(sp.phase, answer)
-            result = check_acceptance(
-                name,
-                sp.workload.tag,
-                kind,
-                before,
-                after,
-                answer["records"],
-                sp.rule.min_accept_length.get(name),
-            )
-            ep.say(f"{result.name}: {result.message}")
-            yield result
+    """Acceptance per workload from the counters' difference across its phase."""
+    return run_kind(speculative.KIND, Live(ep, card, cell), suites)
 
 
 def score_goldens(
     card: ModelCard, cell: Cell, ep: Endpoint, goldens: Mapping[str, str] | None
 ) -> dict[str, tuple[list | None, str]]:
     """The golden texts (`goldens`: probe id -> text) scored by the engine under test (teacher
-    forcing), where it can: per probe, its scores or None and why not (`plan.ScorePlan.forced`)."""
-    score_plan, why = plan.scores(card, cell, goldens)
-    if score_plan is None:
-        return {p.id: (None, why) for p in card.probes}
-    spec = {"action": "requests", "url": ep.url, "concurrency": 1, "requests": score_plan.requests()}
-    answer, _ = metered(ep, score_plan.phase, lambda: ep.client(spec, 600))
-    ep.alive()
-    ep.keep(score_plan.phase, answer)
-    return score_plan.forced(answer["records"])
+    forcing), where it can: per probe, its scores or None and why not."""
+    golden = Golden(cell.id, {}, {}, dict(goldens)) if goldens is not None else None
+    return forced(Live(ep, card, cell, golden=golden))
 
 
 def run_tool_calls(
@@ -314,45 +296,22 @@ def run_tool_calls(
     reference_cell: str,
     reference_steps: Mapping[str, Mapping[str, list]] | None = None,
 ) -> Iterator[CheckResult]:
-    """Each tool-use suite of the cell once, its answers held to the card's thresholds and to the
-    reference cell's recorded answers (`reference`: suite -> case -> tools called; `reference_steps`:
-    suite -> case -> the recorded answer's first step, for near-ties)."""
-    for tp in plan.tool_calls(card, cell, suites):
-        with ep.step(f"correctness: tool calls ({tp.suite.name}, {len(tp.suite.cases)} cases)"):
-            answer, _ = _load(ep, tp.phase, tp.concurrency, tp.requests())
-            ep.keep(tp.phase, answer)
-            for result in check_tool_calls(
-                tp.rule,
-                tp.suite,
-                answer["records"],
-                reference.get(tp.suite.name),
-                reference_cell,
-                (reference_steps or {}).get(tp.suite.name),
-            ):
-                ep.say(f"{result.name}: {result.message}")
-                yield result
-
-
-def _plain(value):
-    return value.__dict__ if hasattr(value, "__dict__") else value
+    """Each tool-use suite of the cell once, against the reference answers given (a golden's)."""
+    golden = Golden(reference_cell, {}, {}, {}, dict(reference), tool_tokens=dict(reference_steps or {}))
+    return run_kind(tool_calls.KIND, Live(ep, card, cell, golden=golden), suites)
 
 
 def run_all(
     card: ModelCard, cell: Cell, ep: Endpoint, accelerators: int, suites: Path, into: list[CheckResult]
 ) -> list[CheckResult]:
-    """Performance, then sweeps, accuracy and speculative acceptance (each only if the card asks).
+    """The measurement stage: performance, then sweeps, accuracy and speculative acceptance (each
+    only if the card asks; `run.plans.KINDS` holds the order).
 
     Checks are appended to `into` as they are made, so a later phase that raises (server died,
     host lost) leaves every earlier check in the evidence.
     """
-    for phase in (
-        run_performance(card, cell, ep, accelerators, suites),
-        run_sweeps(card, cell, ep, accelerators, suites),
-        run_accuracy(card, cell, ep, suites),
-        run_speculative(card, cell, ep, suites),
-    ):
-        for check in phase:
-            into.append(check)
+    for check in run_stage(Live(ep, card, cell, accelerators), suites, plans.MEASUREMENT):
+        into.append(check)
     if (unread := metrics_check(ep)) is not None:
         into.append(unread)
     return into
