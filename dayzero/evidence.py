@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 
 from dayzero import atomic
-from dayzero.checks import CheckResult
+from dayzero.checks import INCONCLUSIVE, CheckResult
 from dayzero.checks import claims as claim_checks
 from dayzero.errors import ConfigError
 from dayzero.lab.lease import Lease
@@ -78,7 +78,7 @@ def host_entry(lease: Lease, facts: HostFacts | None, held: Mapping[str, str]) -
         "hardware": host.hardware,
         "accelerators": host.accelerators,
         "facts": seen,
-        "lease": {"slot": lease.slot, **held},
+        "lease": {"slot": lease.slot, **({"devices": list(lease.devices)} if lease.devices else {}), **held},
     }
 
 
@@ -127,7 +127,10 @@ def build(
         "checks": [c.to_json() for c in checks],
         "records": sorted(records),
         "logs": list(logs),
-        "verdict": verdict,
+        # a run whose floors were inconclusive (and nothing failed) is no pass: never green
+        "verdict": "inconclusive"
+        if verdict == "passed" and any(c.verdict == INCONCLUSIVE for c in checks)
+        else verdict,
     }
     if error:
         doc["error"] = error

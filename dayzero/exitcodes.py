@@ -16,6 +16,7 @@ INTERNAL_ERROR = 3
 USAGE_ERROR = 4
 NO_TESTS_RAN = 5
 LAB_FAULT = 6
+INCONCLUSIVE = 7
 
 # A run of the suites: name -> (status, meaning).
 EXIT_STATUSES: dict[str, tuple[int, str]] = {
@@ -38,6 +39,11 @@ EXIT_STATUSES: dict[str, tuple[int, str]] = {
         LAB_FAULT,
         "no product failure, but at least one cell broken by a lab fault "
         "(host unreachable, engine missing, lease wait ran out)",
+    ),
+    "INCONCLUSIVE": (
+        INCONCLUSIVE,
+        "no product failure, but at least one floor inconclusive: its interval straddles the bound "
+        "after the protocol's budget (never green; wins over a lab fault)",
     ),
 }
 

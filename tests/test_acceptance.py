@@ -109,6 +109,29 @@ def test_verified_failed_pending_unsupported_from_evidence(tmp_path, matrix_dir)
     assert len(got) == len(matrix.cells)
 
 
+def test_an_inconclusive_floor_is_never_green_and_a_contended_phase_is_marked(tmp_path, matrix_dir):
+    """Issue 41 items 2 and 4: an interval straddling its bound is Inconclusive (not Verified);
+    a check measured while its host was contended is named in the detail."""
+    matrix = load_matrix(matrix_dir)
+    reports = tmp_path / "reports"
+    unsure = doc(matrix, LL_BASE, verdict="inconclusive")
+    unsure["checks"][0]["verdict"] = "inconclusive"
+    unsure["checks"][0]["message"] = "interval [12, 19] straddles min 15"
+    contended = doc(matrix, HT_BASE)
+    contended["checks"][0]["details"] = {"contended": {"perf-c1-run1": "h1: foreign load 1.6 cores"}}
+    evidence.write(reports, unsure)
+    evidence.write(reports, contended)
+    table = rows(matrix, reports, now=NOW)
+    got = statuses(table)
+    assert got[LL_BASE] == "Inconclusive" and got[HT_BASE] == "Verified"
+    details = {r.cell.id: r.detail for r in table}
+    assert "straddles" in details[LL_BASE]
+    assert "contended: floor:output_throughput@default/c1" in details[HT_BASE]
+    md = write_acceptance(matrix, reports, now=NOW)
+    assert md_statuses(md)[LL_BASE] == "Inconclusive"
+    assert html_statuses(md.with_suffix(".html"))[LL_BASE] == "Inconclusive"
+
+
 def test_changing_one_recipe_flag_turns_its_cells_stale(tmp_path, matrix_dir):
     matrix = load_matrix(matrix_dir)
     reports = tmp_path / "reports"

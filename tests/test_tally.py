@@ -122,8 +122,15 @@ def test_exit_status_tells_lab_faults_from_product_failures():
         assert exit_status(status, product_failures=0, lab_faults=2) == status
 
 
+def test_an_inconclusive_floor_is_never_green_and_never_a_product_failure():
+    failed = exitcodes.TESTS_FAILED
+    assert exit_status(failed, 0, 0, inconclusive=1) == exitcodes.INCONCLUSIVE == 7
+    assert exit_status(failed, 0, 2, inconclusive=1) == 7, "inconclusive wins over a lab fault"
+    assert exit_status(failed, 1, 0, inconclusive=1) == 1, "a product failure wins"
+
+
 def test_every_run_status_has_one_name_and_a_meaning():
     codes = [code for code, _ in exitcodes.EXIT_STATUSES.values()]
-    assert sorted(codes) == list(range(7)) and len(set(codes)) == len(codes)
+    assert sorted(codes) == list(range(8)) and len(set(codes)) == len(codes)
     assert all(meaning for _, meaning in exitcodes.EXIT_STATUSES.values())
     assert exitcodes.EXIT_STATUSES["LAB_FAULT"][0] == exitcodes.LAB_FAULT

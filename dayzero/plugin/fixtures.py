@@ -14,7 +14,9 @@ from pathlib import Path
 import allure
 import pytest
 
+from dayzero.checks import INCONCLUSIVE
 from dayzero.plugin import signals
+from dayzero.plugin.labfault import INCONCLUSIVE_PROPERTY
 from dayzero.plugin.options import option_path
 from dayzero.plugin.stash import INVENTORY_KEY, LINT_KEY, MATRIX_KEY, RUN_ID_KEY
 from dayzero.plugin.tally import record_skip
@@ -22,6 +24,7 @@ from dayzero.report import allure_cell
 from dayzero.report.nightly import Baseline
 from dayzero.run.cell import NoHost, RunContext, candidate_hosts, new_run_id, run_cell
 from dayzero.run.progress import Progress, progress_log
+from dayzero.run.tally import INCONCLUSIVE_LINE
 from dayzero.spec.matrix import Cell
 
 
@@ -124,6 +127,12 @@ def run_cell_checked(
             lines = [f"{c.name}: {c.message}" for c in failed]
             head = f"{cell.id}: {len(failed)} check(s) failed"
             pytest.fail("\n  ".join([head, *lines]) + evidence, pytrace=trace)
+        if unsure := [c for c in outcome.checks if c.verdict == INCONCLUSIVE]:
+            # never green, never a product failure: the run exits `exitcodes.INCONCLUSIVE`
+            request.node.user_properties.append((INCONCLUSIVE_PROPERTY, ", ".join(c.name for c in unsure)))
+            lines = [f"{c.name}: {c.message}" for c in unsure]
+            head = f"{INCONCLUSIVE_LINE}{cell.id}: {len(unsure)} floor(s) neither passed nor failed"
+            pytest.fail("\n  ".join([head, *lines]) + evidence, pytrace=False)
         if dayzero_baseline is not None and outcome.evidence_path is not None:
             _check_regressions(dayzero_baseline, json.loads(Path(outcome.evidence_path).read_text()))
         return outcome

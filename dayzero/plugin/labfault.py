@@ -18,6 +18,14 @@ from dayzero.run.tally import LAB_FAULT_LINE
 from dayzero.spec.matrix import Cell
 
 LAB_FAULT_PROPERTY = "dayzero_lab_fault"
+INCONCLUSIVE_PROPERTY = "dayzero_inconclusive"  # set by the fixture on a cell of inconclusive floors
+
+
+def inconclusive_of(report: pytest.TestReport) -> str:
+    """The inconclusive floors a failed report stands for, or '' (never a product failure)."""
+    if not report.failed:
+        return ""
+    return next((str(v) for name, v in report.user_properties if name == INCONCLUSIVE_PROPERTY), "")
 
 
 def lab_fault_of(report: pytest.TestReport) -> str:
@@ -48,4 +56,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
     if lab_fault_of(report):
         return "broken", "B", ("BROKEN", {"yellow": True})
+    if inconclusive_of(report):
+        return "inconclusive", "I", ("INCONCLUSIVE", {"yellow": True})
     return None

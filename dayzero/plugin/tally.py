@@ -4,7 +4,8 @@ run that tested nothing or was only broken by its lab (`dayzero.run.tally`).
 Glue only: `pytest_configure` registers `CellTally` on the controller of a run of the suites
 (xdist's workers send it their reports). A run in which no selected cell ran exits 5 (pytest's
 "no tests ran") with one line saying why, unless `--allow-empty`; a run whose only failures are
-lab faults (`dayzero.plugin.labfault`) exits 6 (`exitcodes.LAB_FAULT`); a dry run is tallied
+lab faults (`dayzero.plugin.labfault`) exits 6 (`exitcodes.LAB_FAULT`), one whose only failures
+are inconclusive floors (or those and lab faults) exits 7 (`exitcodes.INCONCLUSIVE`); a dry run is tallied
 from its plan (`dayzero.run.preview.no_run`), `--collect-only` keeps pytest's own status.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from dayzero.plugin.labfault import lab_fault_of
+from dayzero.plugin.labfault import inconclusive_of, lab_fault_of
 from dayzero.plugin.options import option_path
 from dayzero.run.preview import no_run
 from dayzero.run.tally import SKIPPED, UNSUPPORTED, WOULD_RUN, Tally, cell_outcome, exit_status, tally
@@ -49,6 +50,7 @@ class CellTally:
         self.outcomes: dict[str, tuple[str, str]] = {}
         self.product_failures = 0  # failed reports of any test that are not lab faults
         self.lab_faults = 0
+        self.inconclusive = 0  # failed reports of cells whose floors were inconclusive, nothing failed
         self.selected: list[str] = []  # every selected cell's id, reported or not
         self.result: Tally | None = None
 
@@ -58,9 +60,11 @@ class CellTally:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         fault = lab_fault_of(report)
+        unsure = inconclusive_of(report)
         if report.failed:
             self.lab_faults += bool(fault)
-            self.product_failures += not fault
+            self.inconclusive += bool(unsure)
+            self.product_failures += not fault and not unsure
         cell = self._cell(report.nodeid)
         if cell is None:
             return
@@ -120,7 +124,9 @@ class CellTally:
             dry_run=dry_run,
             cells=() if dry_run else list(self.outcomes),
         )
-        session.exitstatus = exit_status(session.exitstatus, self.product_failures, self.lab_faults)
+        session.exitstatus = exit_status(
+            session.exitstatus, self.product_failures, self.lab_faults, self.inconclusive
+        )
         if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             return  # failed or interrupted already says it
         if self.result.empty:

@@ -9,6 +9,8 @@ No status is typed by hand. The badges mean what the cookbook's mean:
 - **Failed** / **Broken**: the latest evidence failed (product) or broke (lab fault). Broken is
   never Stale: it vouches for nothing, and a cell broken before its recipe rendered (a dead
   host) has no digest to compare.
+- **Inconclusive**: nothing failed, but a floor's interval straddled its bound after the
+  protocol's budget (`checks.intervals`): the numbers neither clear nor miss it; never green.
 - **Stale**: there is evidence, but it no longer vouches for the cell: the recipe digest changed
   since the run, the engine version changed since the run, or the run is older than the age
   window (`max_age_days`, default 30). A rerun turns it back into Verified or Failed.
@@ -40,7 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dayzero import evidence
-from dayzero.checks import NOT_MEASURED
+from dayzero.checks import INCONCLUSIVE, NOT_MEASURED
 from dayzero.checks.claims import summary_line
 from dayzero.checks.correctness import provenance_differs
 from dayzero.clock import moment, parse_iso, utc_day
@@ -57,7 +59,17 @@ from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import MissingValue, digest, hosts_needed, placeholder_hosts, render
 
 DEFAULT_MAX_AGE_DAYS = 30.0
-STATUSES = ("Verified", "Failed", "Broken", "Stale", "Published", "Pending", "Needs data", "Unsupported")
+STATUSES = (
+    "Verified",
+    "Failed",
+    "Inconclusive",
+    "Broken",
+    "Stale",
+    "Published",
+    "Pending",
+    "Needs data",
+    "Unsupported",
+)
 UNKNOWN = "unknown"
 FUTURE_SLACK_DAYS = 1 / 288  # five minutes of clock difference
 
@@ -137,6 +149,13 @@ def stale_reasons(
     return reasons
 
 
+def contended_flags(doc: dict) -> list[str]:
+    """Checks measured while a host of the cell was contended (`details.contended`, issue 41
+    item 4): their numbers are marked, never read as clean."""
+    marked = [c["name"] for c in doc["checks"] if (c.get("details") or {}).get("contended")]
+    return [f"contended: {', '.join(marked)}"] if marked else []
+
+
 def golden_flags(doc: dict) -> list[str]:
     """Goldens this evidence was compared with that were recorded under another recipe digest or
     engine version than the run's (recomputed from the evidence, so older evidence says it too)."""
@@ -203,7 +222,11 @@ def row_for(
     if doc.get("checked"):  # accepted from a vendor bundle: who submitted it, when it was checked
         source = f"{source} (checked {utc_day(doc['checked'])})"
     unmeasured = [c for c in doc["checks"] if c["verdict"] == NOT_MEASURED]
-    if doc["verdict"] == "passed" and unmeasured:
+    unsure = [c for c in doc["checks"] if c["verdict"] == INCONCLUSIVE]
+    if doc["verdict"] in ("passed", INCONCLUSIVE) and unsure:  # never green: an interval straddles a bound
+        why = "; ".join(f"{c['name']}: {c['message']}" for c in unsure)
+        status, detail = "Inconclusive", f"{when}, {engine}: {why}"
+    elif doc["verdict"] == "passed" and unmeasured:
         why = "; ".join(sorted({c["message"] for c in unmeasured}))
         status, detail = "Pending", f"{when}, {engine}: {why} ({', '.join(c['name'] for c in unmeasured)})"
     elif doc["verdict"] == "passed":
@@ -213,7 +236,7 @@ def row_for(
         status = "Broken" if doc["verdict"] == "broken" else "Failed"
         reason = ", ".join(failed) or next(iter((doc.get("error") or "").splitlines()), "")[:160]
         detail = f"{when}: {reason}"
-    flags = "".join(f"; {flag}" for flag in golden_flags(doc))
+    flags = "".join(f"; {flag}" for flag in [*golden_flags(doc), *contended_flags(doc)])
     if said := summary_line(doc.get("claims") or ()):
         flags += f"; {said}"
     answered = tuple(claims_table.rows_of(doc))
@@ -350,6 +373,7 @@ def to_markdown(table: list[Row], base: Path) -> str:
 BADGE_COLOURS = {
     "Verified": "#15803d",
     "Failed": "#b91c1c",
+    "Inconclusive": "#c2410c",
     "Broken": "#a16207",
     "Stale": "#7c3aed",
     "Published": "#0369a1",

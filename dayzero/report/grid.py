@@ -24,6 +24,7 @@ GLYPHS = {
     "Verified (reproduced)": "✓✓",
     "Verified (vendor)": "✓v",
     "Failed": "✗",
+    "Inconclusive": "~",
     "Broken": "!",
     "Stale": "↻",
     "Published": "P",

@@ -27,6 +27,7 @@ INTERRUPTED = "interrupted"  # set up, its call never reported: the run ended (C
 SKIPPED, UNSUPPORTED = "skipped", "unsupported"
 RAN = (PASSED, FAILED, ERROR, BROKEN, INTERRUPTED)
 LAB_FAULT_LINE = "broken: lab fault: "
+INCONCLUSIVE_LINE = "inconclusive: "  # a cell whose only non-passed checks are inconclusive floors
 CELLS_NAMED = 5  # cells named under each lab fault; the rest are counted
 WOULD_RUN = "would run"  # a dry run's cell with host(s) to run on
 
@@ -131,10 +132,12 @@ def tally(
     return Tally(inventory, matrix, dict(ran), dict(skipped), unsupported, dry_run, faults)
 
 
-def exit_status(status: int, product_failures: int, lab_faults: int) -> int:
+def exit_status(status: int, product_failures: int, lab_faults: int, inconclusive: int = 0) -> int:
     """The run's exit status: pytest's `status`, except that a run whose failed reports are all
-    lab faults (at least one) exits `exitcodes.LAB_FAULT`; a product failure anywhere keeps
-    pytest's TESTS_FAILED."""
+    inconclusive floors or lab faults exits `exitcodes.INCONCLUSIVE` (at least one inconclusive)
+    or `exitcodes.LAB_FAULT`; a product failure anywhere keeps pytest's TESTS_FAILED."""
+    if status == exitcodes.TESTS_FAILED and not product_failures and inconclusive:
+        return exitcodes.INCONCLUSIVE
     if status == exitcodes.TESTS_FAILED and lab_faults and not product_failures:
         return exitcodes.LAB_FAULT
     return status
