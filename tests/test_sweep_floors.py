@@ -5,6 +5,7 @@ and the checker recomputing it from raw records like any floor."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +14,9 @@ from dayzero.checks import FAILED, NOT_MEASURED, PASSED
 from dayzero.checks.performance import INVALID
 from dayzero.checks.sweep import sweep_check, sweep_floor_check
 from dayzero.errors import ConfigError
+from dayzero.run import records
+from dayzero.run.plans import Planned
+from dayzero.run.plans import sweeps as sweeps_kind
 from dayzero.run.sweeps import walk
 from dayzero.spec import sweeps as sweep_spec
 from dayzero.spec.card import ModelCard
@@ -186,22 +190,17 @@ def test_the_checker_recomputes_the_floor_and_a_forged_verdict_differs():
     view = SimpleNamespace(
         doc={"run": {"id": "x"}, "hosts": [{"accelerators": 1}], "records": []},
         cell=SimpleNamespace(id="m/cpu/a/b"),
-        probes=SimpleNamespace(probes=()),
-        floors=lambda: (),
-        gates=(),
-        speculative=(),
-        tool_calls=(),
         metrics={},
-        sweeps=(sp,),
+        plans=(Planned(sweeps_kind.KIND, sp),),
         answer=lambda phase: answers[phase],
     )
     measured = (1, 2, 4, 16, 10, 7)
-    view.doc["records"] = [recompute.records.path("x", "m/cpu/a/b", sp.point(x).phase(0)) for x in measured]
+    view.doc["records"] = [records.path("x", "m/cpu/a/b", sp.point(x).phase(0)) for x in measured]
     expected = {e.name: e for e in recompute.expected_checks(view)}
     assert set(expected) == {"sweep:c@w", "floor:max_load_at_slo@sweep:c"}
     redone = expected["floor:max_load_at_slo@sweep:c"].recompute()
     points, skipped = walk(sp, lambda p: [answers[ph] for ph in p.phases()], 1)
     run = sweep_floor_check(sweep, sweep_check(sweep, points, skipped))
-    assert redone == run and redone.verdict == PASSED and redone.measured == 4
+    assert redone == replace(run, family="floor") and redone.verdict == PASSED and redone.measured == 4
     forged = {**run.to_json(), "measured": 16}
     assert list(recompute.diff(forged, recompute._plain(redone.to_json()), run.name))

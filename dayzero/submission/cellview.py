@@ -7,13 +7,14 @@ never from the bundle's own claims: a vendor cannot choose which records a check
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 from dayzero.checks import CheckResult
-from dayzero.run import plan, records
+from dayzero.run import plan, plans, records
 from dayzero.run.plan import (
     AccuracyPlan,
     MeasurementPlan,
@@ -22,11 +23,13 @@ from dayzero.run.plan import (
     SpeculativePlan,
     ToolCallPlan,
 )
-from dayzero.run.sweeps import SweepPlan, SweepPoint, plans
+from dayzero.run.plans import Kind, Planned, Unrecomputable, accuracy, floors, speculative, sweeps, tool_calls
+from dayzero.run.sweeps import SweepPlan, SweepPoint
 from dayzero.spec.card import Floor, ModelCard
 from dayzero.spec.goldens import Golden, load_golden
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.workloads import suites_dir
+from dayzero.submission.findings import short
 
 
 def known_cell(matrix: Matrix, cell_id) -> Cell | None:
@@ -36,12 +39,13 @@ def known_cell(matrix: Matrix, cell_id) -> Cell | None:
         return None
 
 
-class Unrecomputable(Exception):  # noqa: N818 - a reason, reported as a finding
-    """The raw records a check needs are missing or unreadable."""
-
-    def __init__(self, file: str, reason: str):
-        self.file, self.reason = file, reason
-        super().__init__(f"{file}: {reason}")
+def accelerators(doc: dict) -> int:
+    counts = [h.get("accelerators") for h in doc["hosts"]]
+    if not counts or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts):
+        raise Unrecomputable(
+            "", f"hosts {short(doc['hosts'])} do not say how many accelerators served the cell"
+        )
+    return sum(counts)
 
 
 @dataclass(frozen=True)
@@ -88,22 +92,17 @@ class CellView:
         return self.score_plan[0]
 
     @cached_property
-    def forced(self) -> dict[str, tuple[list | None, str]]:
-        """Per probe, the engine's scores of the maintainers' golden texts as the bundle's raw
-        records keep them, or None and why not (read once per evidence document)."""
-        score_plan, why = self.score_plan
-        if score_plan is None:
-            return {p.id: (None, why) for p in self.card.probes}
-        try:
-            _, answer = self.answer(score_plan.phase)
-        except Unrecomputable:
-            return {p.id: (None, "no scoring records in the evidence") for p in self.card.probes}
-        return score_plan.forced(answer["records"])
+    def plans(self) -> tuple[Planned, ...]:
+        """The cell's plans as the run made them (`run.plans.of`), files read once per view."""
+        return tuple(plans.of(self.card, self.cell, self.suites))
 
-    @cached_property
+    def units(self, kind: Kind) -> tuple:
+        return tuple(p.unit for p in self.plans if p.kind is kind)
+
+    @property
     def measurements(self) -> tuple[MeasurementPlan, ...]:
-        """As the run measured them: one per group of floors, workloads read once per view."""
-        return tuple(plan.measurements(self.card, self.cell, self.suites))
+        """As the run measured them: one per group of floors."""
+        return self.units(floors.KIND)
 
     def measurement_of(self, floor: Floor) -> MeasurementPlan:
         return next(m for m in self.measurements if floor in m.floors)
@@ -115,21 +114,21 @@ class CellView:
     def golden(self) -> Golden | None:
         return load_golden(self.goldens_dir, self.probes.golden_cell or self.cell.id)
 
-    @cached_property
+    @property
     def gates(self) -> tuple[AccuracyPlan, ...]:
-        return tuple(plan.accuracy(self.card, self.cell, self.suites))
+        return self.units(accuracy.KIND)
 
-    @cached_property
+    @property
     def speculative(self) -> tuple[SpeculativePlan, ...]:
-        return tuple(plan.speculative(self.card, self.cell, self.suites))
+        return self.units(speculative.KIND)
 
-    @cached_property
+    @property
     def tool_calls(self) -> tuple[ToolCallPlan, ...]:
-        return tuple(plan.tool_calls(self.card, self.cell, self.suites))
+        return self.units(tool_calls.KIND)
 
-    @cached_property
+    @property
     def sweeps(self) -> tuple[SweepPlan, ...]:
-        return tuple(plans(self.card, self.cell, self.suites))
+        return self.units(sweeps.KIND)
 
     @cached_property
     def sweep_points(self) -> tuple[SweepPoint, ...]:
@@ -158,6 +157,77 @@ class CellView:
     def loads(self) -> tuple[MeasurementPlan, ...]:
         """Every measured load: the floors' measurements, then the sweep points."""
         return (*self.measurements, *self.sweep_points)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A bundle's raw records as the plans' source of answers (`run.plans.Source`): each phase
+    read under the name the run wrote it, then judged by its plan as the run judged it."""
+
+    view: CellView
+    recording: bool = False
+
+    @property
+    def card(self) -> ModelCard:
+        return self.view.card
+
+    @property
+    def cell(self) -> Cell:
+        return self.view.cell
+
+    @property
+    def golden(self) -> Golden | None:
+        return self.view.golden  # the maintainers', never the bundle's
+
+    @property
+    def recipe_digest(self) -> str:
+        return self.view.doc["recipe"]["digest"]
+
+    @property
+    def engine_version(self) -> str:
+        return self.view.doc["engine"]["version"]
+
+    @property
+    def accelerators(self) -> int:
+        return accelerators(self.view.doc)
+
+    def exchange(self, phase, concurrency, requests, *, action="load", timeout=0.0, prepare=None):
+        rel, answer = self.view.answer(phase)
+        return answer, self.view.metrics.get(rel)
+
+    def repetitions(self, m: MeasurementPlan):
+        answers = [self.view.answer(phase) for phase in m.phases()]
+        processes = m.protocol.client_processes
+        if processes is None:
+            # The run grew its client processes while saturated; the recorded answers say how
+            # many the last repetition used, which is what the harness reports.
+            processes = (answers[-1][1].get("client") or {}).get("processes") or 1
+        return answers, processes, [self.view.metrics.get(rel) for rel, _ in answers]
+
+    def sweep(self, sp: SweepPlan):
+        """The run's walk over the bundle's records: a point without records is one the run's
+        budget did not reach."""
+        view = self.view
+        run_id, cell_id = view.doc["run"]["id"], view.cell.id
+
+        def measure(p: SweepPoint):
+            if records.path(run_id, cell_id, p.phase(0)) not in view.doc.get("records", []):
+                return None
+            return [view.answer(phase) for phase in p.phases()]
+
+        return measure, view.metrics.get
+
+    def contended(self, result: CheckResult, phases) -> CheckResult:
+        return result  # the run's host-load verdict is the configuration checks' business
+
+    def step(self, title: str):
+        return contextlib.nullcontext()
+
+    def say(self, text: str) -> None:
+        pass
+
+    def attach(self, name: str, data) -> None:
+        pass
 
 
 @lru_cache(maxsize=4)
