@@ -79,7 +79,9 @@ def test_a_floor_missed_while_contended_is_invalid_and_only_then():
     assert judged.verdict == INVALID and judged.message.startswith("lab1: host contended: load 9.0")
     assert judged_for_contention(missed, ["perf-y-c1-r0"], ep) == missed, "another phase was contended"
     met = CheckResult("perf:x", "performance", PASSED, "60 >= 50 tok/s")
-    assert judged_for_contention(met, ["perf-x-c1-r1"], ep) == met, "a floor met under load stands"
+    stands = judged_for_contention(met, ["perf-x-c1-r1"], ep)
+    assert stands.verdict == PASSED, "a floor met under load stands"
+    assert stands.details["contended"] == {"perf-x-c1-r1": ep.contended["perf-x-c1-r1"]}, "marked (issue 41)"
 
 
 def test_the_sampler_counts_a_burner_as_foreign_unless_it_is_the_cells_own():

@@ -128,3 +128,21 @@ def test_a_p99_floor_on_16_requests_is_inconclusive_never_passed():
     m = _measure(0.02, n=5)  # 15 requests pooled over 3 runs: no p99
     result = check_floor(Floor("p99_tpot_ms", 10_000, 1, direction="max", workload="random-64-32"), m)
     assert result.verdict == INCONCLUSIVE and "p99 not supported by n=15" in result.message
+
+
+def test_a_number_measured_on_a_contended_host_is_marked_and_never_a_verdict():
+    """Issue 41 item 4: every check of a contended phase carries `details.contended`; a floor
+    missed or inconclusive then is invalid (the lab's), one passed stays passed but marked."""
+    from dayzero.checks import CheckResult
+    from dayzero.checks.performance import INVALID
+    from dayzero.run.phases import Endpoint, judged_for_contention
+
+    ep = Endpoint("http://x", client=lambda spec, t: {}, keep=lambda phase, answer: "")
+    ep.contended["perf-run2"] = "h1: foreign load 1.7 of 2 cores"
+    phases = ["perf-run1", "perf-run2"]
+    for verdict, judged in ((PASSED, PASSED), (FAILED, INVALID), (INCONCLUSIVE, INVALID)):
+        out = judged_for_contention(CheckResult("floor:x", "performance", verdict, "m"), phases, ep)
+        assert out.verdict == judged
+        assert out.details["contended"] == {"perf-run2": "h1: foreign load 1.7 of 2 cores"}
+    quiet = judged_for_contention(CheckResult("floor:x", "performance", FAILED, "m"), ["perf-run1"], ep)
+    assert quiet.verdict == FAILED and "contended" not in quiet.details

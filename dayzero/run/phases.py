@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from dayzero.checks import FAILED, NOT_MEASURED, CheckResult
+from dayzero.checks import FAILED, INCONCLUSIVE, NOT_MEASURED, CheckResult
 from dayzero.checks.energy import merge_windows
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import run_summary, saturation
@@ -108,11 +108,17 @@ def contended_host(loads: dict[str, list[HostLoad]], bounds: dict[str, float]) -
 
 
 def judged_for_contention(result: CheckResult, phases: list[str], ep: Endpoint) -> CheckResult:
-    """A floor missed while a host of the cell was contended is no verdict on the product: the
-    measurement is invalid (a lab fault), naming what contended the host."""
-    why = next((ep.contended[p] for p in phases if p in ep.contended), "")
-    if result.verdict != FAILED or not why:
+    """A number measured while a host of the cell was contended is marked so wherever it is shown
+    (`details.contended`: phase -> what contended the host), never read as a clean one; a floor
+    missed (or inconclusive) then is no verdict on the product: the measurement is invalid (a lab
+    fault), naming what contended the host."""
+    seen = {p: ep.contended[p] for p in phases if p in ep.contended}
+    if not seen:
         return result
+    result = replace(result, details={**result.details, "contended": seen})
+    if result.verdict not in (FAILED, INCONCLUSIVE):
+        return result
+    why = next(iter(seen.values()))
     return replace(result, verdict=INVALID, message=f"{why}; the floor was missed then: {result.message}")
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from dayzero.checks import CheckResult
+from dayzero.checks import FAILED, CheckResult
 from dayzero.checks.sweep import sweep_check, sweep_floor_check
 from dayzero.run import sweeps
 from dayzero.run.plans.base import MEASUREMENT, Source
@@ -30,10 +30,12 @@ class Sweeps:
             measure, metrics_of = src.sweep(sp)
             points, skipped = sweeps.walk(sp, measure, src.accelerators, metrics_of)
             result = sweep_check(sweep, points, skipped)
+            phases = [ph for p in points for ph in sp.point(p["load"]).phases()]
+            if result.verdict != FAILED:  # anti-gaming is counted, not timed: contention excuses none
+                result = src.contended(result, phases)  # its points marked where a host was contended
             src.say(f"{result.name}: {result.message}")
             yield result
             if (floor := sweep_floor_check(sweep, result)) is not None:
-                phases = [ph for p in points for ph in sp.point(p["load"]).phases()]
                 floor = src.contended(floor, phases)
                 src.say(f"{floor.name}: {floor.message}")
                 yield replace(floor, family="floor")  # a floor, as the card's own are
