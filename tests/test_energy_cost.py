@@ -8,16 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from dayzero.checks.energy import (
-    PowerSample,
-    amd_smi_power,
-    integrate,
-    nvidia_smi_csv,
-    per_token,
-    rapl_joules,
-)
+from dayzero.checks.energy import PowerSample, integrate, per_token
+from dayzero.devices import nvidia_smi
+from dayzero.devices.amd_smi import socket_power as amd_smi_power
+from dayzero.devices.cpu import rapl_joules
 from dayzero.report.cost import Price, per_million_tokens, prices
 from dayzero.spec.matrix import load_matrix
+
+nvidia_smi_csv = nvidia_smi.TOOL.power_samples  # each tool parses its own readings
 
 DATA = Path(__file__).parent / "data" / "power"
 REPO = Path(__file__).resolve().parents[1]

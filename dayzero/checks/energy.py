@@ -1,101 +1,28 @@
-"""Power and energy from the tools hosts have: nvidia-smi, amd-smi, Linux RAPL (pure parsers).
+"""Power and energy over a phase from the readings the device tools kept (pure).
 
-A sampler beside a phase keeps each tool's raw output in the phase's records; these functions turn
-it into watts per device and joules, so the benchmark card can say joules per output token and
-watts per accelerator. The client's host samples itself; every other host of the cell is read in
-windows by `lab.power` (`merge_windows`), and a phase's energy counts every host (`from_hosts`).
-Parsers take the tools' text as printed:
-
-- `nvidia-smi --query-gpu=timestamp,index,power.draw --format=csv` (header with units; values
-  like `72.45 W`; `[N/A]` or `[Not Supported]` where the board has no reading),
-- `amd-smi metric --power` (per `GPU: <n>` block, `SOCKET_POWER: 140 W`, `N/A` where unsupported),
-- RAPL, `/sys/class/powercap/intel-rapl:<n>[:<m>]/{name,energy_uj,max_energy_range_uj}`: a
-  cumulative microjoule counter per zone that wraps at `max_energy_range_uj`.
+A sampler beside a phase keeps each tool's raw output in the phase's records, under the tool's
+key (`DeviceTool.record_key`); the tool's own parser (`dayzero.devices`) turns it into watts per
+device and joules, so the benchmark card can say joules per output token and watts per
+accelerator. The client's host samples itself; every other host of the cell is read in windows
+by `lab.power` (`merge_windows`), and a phase's energy counts every host (`from_hosts`).
 """
 
 from __future__ import annotations
 
-import csv
-import datetime as dt
-import io
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
+from dayzero import devices
+from dayzero.devices import PowerSample, integrate
 
-@dataclass(frozen=True)
-class PowerSample:
-    t: float  # seconds (any common origin)
-    watts: Mapping[str, float]  # device -> W; a device without a reading is absent
-
-
-def _watts(text: str) -> float | None:
-    match = re.match(r"\s*(-?\d+(?:\.\d+)?)\s*(?:W)?\s*$", text or "")
-    return float(match.group(1)) if match else None
-
-
-def nvidia_smi_csv(text: str) -> list[PowerSample]:
-    """`nvidia-smi --query-gpu=timestamp,index,power.draw --format=csv[,nounits]` -> one sample per
-    timestamp (every GPU printed at that time)."""
-    rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
-    if not rows:
-        return []
-    head = [h.strip().split(" [")[0] for h in rows[0]]
-    if not {"timestamp", "index", "power.draw"} <= set(head):
-        raise ValueError(f"nvidia-smi CSV without timestamp, index and power.draw columns: {rows[0]}")
-    ti, ii, pi = head.index("timestamp"), head.index("index"), head.index("power.draw")
-    by_time: dict[float, dict[str, float]] = {}
-    for row in rows[1:]:
-        if len(row) < len(head):
-            continue  # a line cut short (the sampler was stopped mid-write)
-        when = dt.datetime.strptime(row[ti].strip(), "%Y/%m/%d %H:%M:%S.%f").timestamp()
-        watts = _watts(row[pi])
-        by_time.setdefault(when, {})
-        if watts is not None:
-            by_time[when][f"gpu{row[ii].strip()}"] = watts
-    return [PowerSample(t, w) for t, w in sorted(by_time.items())]
-
-
-def amd_smi_power(text: str) -> dict[str, float]:
-    """`amd-smi metric --power` (one reading) -> {"gpu<n>": socket watts}; N/A is absent."""
-    out: dict[str, float] = {}
-    gpu = None
-    for line in text.splitlines():
-        head = re.match(r"\s*GPU:\s*(\d+)\s*$", line)
-        if head:
-            gpu = f"gpu{head.group(1)}"
-            continue
-        field = re.match(r"\s*SOCKET_POWER:\s*(.+?)\s*$", line)
-        if field and gpu is not None:
-            watts = _watts(field.group(1))
-            if watts is not None:
-                out[gpu] = watts
-    return out
-
-
-def rapl_joules(before: Mapping[str, Mapping], after: Mapping[str, Mapping]) -> dict[str, float]:
-    """Zone -> joules between two reads of each zone's {name, energy_uj, max_energy_range_uj};
-    a counter that went down wrapped once at its range. Top-level zones (packages) only: a
-    subzone (core, dram) is part of its package's count."""
-    out = {}
-    for zone, b in before.items():
-        a = after.get(zone)
-        if a is None or zone.count(":") > 1:
-            continue
-        delta = int(a["energy_uj"]) - int(b["energy_uj"])
-        if delta < 0:
-            delta += int(b["max_energy_range_uj"])
-        out[str(b.get("name") or zone)] = delta / 1e6
-    return out
-
-
-def integrate(samples: Sequence[PowerSample]) -> dict[str, float]:
-    """Device -> joules over the samples' span (trapezoids between consecutive readings)."""
-    out: dict[str, float] = {}
-    for a, b in zip(samples, samples[1:], strict=False):
-        for device in a.watts.keys() & b.watts.keys():
-            out[device] = out.get(device, 0.0) + (a.watts[device] + b.watts[device]) / 2 * (b.t - a.t)
-    return out
+__all__ = [
+    "PowerSample",
+    "from_hosts",
+    "from_power",
+    "host_energy",
+    "integrate",
+    "merge_windows",
+    "per_token",
+]
 
 
 def per_token(joules: Mapping[str, float], output_tokens: int, seconds: float, accelerators: int) -> dict:
@@ -109,19 +36,18 @@ def per_token(joules: Mapping[str, float], output_tokens: int, seconds: float, a
 
 
 def host_energy(power: Mapping | None) -> dict:
-    """One host's readings over a phase: {source, joules, seconds}, the first source with readings
-    (nvidia-smi, amd-smi, RAPL); else {not_measured: why} (the sampler's absent tools and errors)."""
+    """One host's readings over a phase: {source, joules, seconds}, the first tool with readings
+    (accelerator tools, then the host's own counters); else {not_measured: why} (the sampler's
+    absent tools and errors)."""
     if not power:
         return {"not_measured": "no power sampler ran beside the phase"}
     seconds = float(power.get("t1", 0)) - float(power.get("t0", 0))
     joules, source = {}, ""
-    if power.get("nvidia_smi"):
-        joules, source = integrate(nvidia_smi_csv(power["nvidia_smi"])), "nvidia-smi"
-    if not joules and power.get("amd_smi"):
-        samples = [PowerSample(float(r["t"]), amd_smi_power(r["text"])) for r in power["amd_smi"]]
-        joules, source = integrate(samples), "amd-smi"
-    if not joules and power.get("rapl"):
-        joules, source = rapl_joules(power["rapl"]["before"], power["rapl"]["after"]), "RAPL"
+    for tool in devices.power_readers():
+        if value := power.get(tool.record_key):
+            joules, source = tool.joules(value), tool.source or tool.name
+        if joules:
+            break
     if not joules:
         why = [*(power.get("absent") or ()), *(power.get("errors") or ())]
         return {"not_measured": "; ".join(why) or "no power reading"}
@@ -159,8 +85,9 @@ def from_hosts(
 
 def merge_windows(windows: Sequence[Mapping]) -> dict | None:
     """One host's windows of readings (the client's `power` action, one after another) as one
-    phase's: RAPL's counters from the first window's start to the last one's end, every
-    nvidia-smi line and amd-smi reading, the first window's absent tools, the first errors."""
+    phase's: each tool's readings merged by the tool (`DeviceTool.merge_power`: RAPL's counters
+    from the first window's start to the last one's end, every line and reading of the others),
+    the first window's absent tools, the first errors."""
     if not windows:
         return None
     errors = [e for w in windows for e in w.get("errors") or ()][:5]
@@ -175,12 +102,8 @@ def merge_windows(windows: Sequence[Mapping]) -> dict | None:
         "absent": list(first.get("absent") or ()),
         "errors": errors,
     }
-    before, after = (first.get("rapl") or {}).get("before"), (last.get("rapl") or {}).get("after")
-    if before and after:
-        out["rapl"] = {"before": before, "after": after}
-    texts = [w["nvidia_smi"].splitlines() for w in taken if w.get("nvidia_smi")]
-    if texts:
-        out["nvidia_smi"] = "\n".join([texts[0][0], *(line for t in texts for line in t[1:])]) + "\n"
-    if reads := [r for w in taken for r in w.get("amd_smi") or ()]:
-        out["amd_smi"] = reads
+    for tool in devices.power_readers():
+        merged = tool.merge_power([w.get(tool.record_key) for w in taken])
+        if merged is not None:
+            out[tool.record_key] = merged
     return out

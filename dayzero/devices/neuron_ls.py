@@ -36,7 +36,7 @@ TOOL = NeuronLs(
     name="neuron-ls",
     vendor="AWS",
     memory_query="neuron-ls --json-output",
-    driver_query="cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | head -1",
+    driver_query="cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | sed -n 1p",
     process_query="neuron-ls --json-output",
     visible_variable="NEURON_RT_VISIBLE_CORES",
 )

@@ -72,7 +72,7 @@ TOOL = NvidiaSmi(
     vendor="NVIDIA",
     memory_query="set -o pipefail; "
     "nvidia-smi --query-gpu=memory.total,memory.free --format=csv,noheader,nounits | tr -d ,",
-    driver_query="nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1",
+    driver_query="nvidia-smi --query-gpu=driver_version --format=csv,noheader | sed -n 1p",
     process_query="nvidia-smi --query-compute-apps=pid,process_name,used_memory "
     "--format=csv,noheader,nounits",
     power=PowerReading(

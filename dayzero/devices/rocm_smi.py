@@ -28,6 +28,6 @@ TOOL = RocmSmi(
     name="rocm-smi",
     vendor="AMD",
     memory_query="rocm-smi --showmeminfo vram --json",
-    driver_query="rocm-smi --showdriverversion 2>&1 | grep -i version | head -1",
+    driver_query="rocm-smi --showdriverversion 2>&1 | grep -i version | sed -n 1p",
     visible_variable="HIP_VISIBLE_DEVICES",
 )

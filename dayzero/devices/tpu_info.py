@@ -65,7 +65,7 @@ TOOL = TpuInfo(
     name="tpu-info",
     vendor="Google",
     memory_query="tpu-info",
-    driver_query="tpu-info --version 2>&1 | grep -i 'libtpu version' | head -1",
+    driver_query="tpu-info --version 2>&1 | grep -i 'libtpu version' | sed -n 1p",
     process_query="tpu-info --process",
     visible_variable="TPU_VISIBLE_CHIPS",
 )

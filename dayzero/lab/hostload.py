@@ -13,7 +13,7 @@ also ends, printing nothing, as soon as its stop file appears: the phase it watc
 and waiting out the interval held the end of every phase for a second on average.
 The bound is a share of the host's cores (`Host.max_foreign_load`; 0 turns the check off).
 On accelerator hosts the vendor tool's compute process list says whether another job holds
-an accelerator (`parse_compute_processes`, checked by preflight).
+an accelerator (`compute_processes`, the device tool's list, checked by preflight).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from dayzero import devices
+from dayzero.devices import DeviceTool
 from dayzero.errors import CommandTimeout, InfrastructureError
 from dayzero.lab.transport import Transport
 from dayzero.spec.shell import quote
@@ -213,33 +215,22 @@ def watching_hosts(
 
 
 def parse_compute_processes(tool: str, output: str) -> list[tuple[int, str]]:
-    """(pid, name) of every compute process on the host's accelerators, from the vendor tool:
-    `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits`
-    or `amd-smi process --json`. Pure."""
-    if tool == "nvidia-smi":
-        rows = []
-        for line in output.strip().splitlines():
-            parts = [p.strip() for p in line.split(",")]
-            if parts and parts[0].isdigit():
-                rows.append((int(parts[0]), parts[1] if len(parts) > 1 else ""))
-        return rows
-    if tool == "amd-smi":
-        text = output.strip()
-        if not text.startswith(("[", "{")):
-            return []  # "No running processes detected"
-        data = json.loads(text)
-        rows = []
-        for gpu in data if isinstance(data, list) else [data]:
-            for entry in gpu.get("process_list", []):
-                info = entry.get("process_info", entry)
-                if isinstance(info, dict) and str(info.get("pid", "")).isdigit():
-                    rows.append((int(info["pid"]), str(info.get("name", ""))))
-        return rows
-    return []
+    """(pid, name) of every compute process on the host's accelerators, from the device tool's
+    process list (`devices`). Pure."""
+    return devices.get(tool).parse_processes(output)
 
 
-PROCESS_QUERIES = {
-    "nvidia-smi": "nvidia-smi --query-compute-apps=pid,process_name,used_memory "
-    "--format=csv,noheader,nounits",
-    "amd-smi": "amd-smi process --json",
-}
+def compute_processes(transport: Transport, device: DeviceTool | str) -> list[tuple[int, str]]:
+    """The compute processes on the host's accelerators now; a list that cannot be read is none
+    (the memory check still holds)."""
+    device = devices.get(device) if isinstance(device, str) else device
+    if device.process_query is None:
+        return []
+    try:
+        result = transport.run(device.process_query, timeout=30)
+    except CommandTimeout:
+        return []
+    try:
+        return device.parse_processes(result.stdout) if result.ok else []
+    except (ValueError, KeyError, AttributeError, TypeError):
+        return []

@@ -2,8 +2,9 @@
 
 The client samples its own host beside the measured requests (`loadgen.client.PowerSampler`).
 Every other host of the cell (a multi-node server's ranks, prefill and decode hosts) is read
-here: the host client's `power` action takes one window of readings (the same sampler: nvidia-smi
-and amd-smi every `interval` s, RAPL's counters at both ends, and why a tool gave nothing), and a
+here: the host client's `power` action takes one window of readings (the same sampler: the device
+tools' power commands every `interval` s, handed to it as data by `devices.power_tools`, RAPL's
+counters at both ends, and why a tool gave nothing), and a
 thread per host runs windows one after another until the phase ends, as `hostload` does for
 foreign load. `checks.energy.merge_windows` turns one host's windows into one phase's readings.
 """
@@ -15,6 +16,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from dayzero import devices
 from dayzero.errors import CommandTimeout, InfrastructureError
 from dayzero.lab.deploy import run_client
 from dayzero.lab.transport import Transport
@@ -28,7 +30,7 @@ def watching(transport: Transport, options: Mapping, window: float = WINDOW_S) -
     be taken says why (a lost reading is no verdict: that host's energy is then not measured)."""
     windows: list[dict] = []
     stop = threading.Event()
-    spec = {**options, "action": "power", "window": window}
+    spec = {"tools": devices.power_tools(), **options, "action": "power", "window": window}
 
     def loop() -> None:
         while not stop.is_set():

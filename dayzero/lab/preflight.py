@@ -1,6 +1,6 @@
 """Preflight: is this host fit to run a cell right now? (LAVA's health-check idea.)
 
-Counts accelerators and free memory with the vendor's own tool (never assuming NVIDIA), reads the
+Counts accelerators and free memory with the kind's device tool (`dayzero.devices`), reads the
 accelerator driver's version with the same tool (evidence keeps it), checks free disk in the
 workdir, that the card's model files are there (`dayzero.lab.weights`: size, and checksum where
 the card knows one) and that the engine answers its version command: on a host that runs its engines in a
@@ -11,12 +11,13 @@ quarantined for the rest of the run and the cell is reported as infrastructure, 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dayzero import devices
+from dayzero.devices import DeviceTool, cpu
 from dayzero.errors import CommandTimeout, InfrastructureError
 from dayzero.lab import hostload, presence, weights
 from dayzero.lab.presence import RoleCheck
@@ -32,24 +33,6 @@ from dayzero.spec.shell import quote
 MIN_DISK_GB = 2.0
 MIN_FREE_MEMORY_SHARE = 0.9  # accelerator memory another job holds would skew every number
 
-# One command per device tool: prints "<total MiB> <free MiB>" per accelerator, one per line.
-DEVICE_QUERIES = {
-    "nvidia-smi": "set -o pipefail; "
-    "nvidia-smi --query-gpu=memory.total,memory.free --format=csv,noheader,nounits | tr -d ,",
-    "amd-smi": "amd-smi metric --mem-usage --json",
-    "rocm-smi": "rocm-smi --showmeminfo vram --json",
-    "neuron-ls": "neuron-ls --json-output",
-    "nproc": "echo $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) "
-    "$(awk '/MemAvailable/ {print int($2/1024)}' /proc/meminfo)",
-}
-
-# One command per device tool: prints the accelerator driver's version (first line kept).
-DRIVER_QUERIES = {
-    "nvidia-smi": "nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1",
-    "amd-smi": "amd-smi version 2>&1 | head -1",
-    "rocm-smi": "rocm-smi --showdriverversion 2>&1 | grep -i version | head -1",
-    "neuron-ls": "cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | head -1",
-}
 # The memory bandwidth of a host whose accelerator is its own CPU (the roofline's figure for a
 # kind that publishes none): the best of five copies of 128 MiB, more than any model weights a
 # cache could hold, counted as STREAM counts a copy (bytes read + bytes written), GB/s. Stdlib
@@ -69,7 +52,7 @@ print(round(2 * n / best / 1e9, 2))
 EOF"""
 # `uname -m`, then the first CPU's model and flags (dayzero.loadgen.client.parse_machine)
 MACHINE_QUERY = "uname -m && grep -m3 -E '^(model name|flags|Features|CPU part)' /proc/cpuinfo"
-NO_DRIVER = "none (cpu)"  # a cpu host (device tool `nproc`) has no accelerator driver
+NO_DRIVER = cpu.NO_DRIVER  # a cpu host (device tool `nproc`) has no accelerator driver
 UNKNOWN = "unknown"
 
 
@@ -97,37 +80,9 @@ class HostFacts:
         return self.reachable and not self.problems
 
 
-def parse_device_memory(tool: str, output: str) -> list[tuple[float, float]]:
-    """(total MiB, free MiB) per accelerator from a device tool's output. Pure, tested per tool."""
-    if tool in ("nvidia-smi", "nproc"):
-        rows = []
-        for line in output.strip().splitlines():
-            parts = line.split()
-            if len(parts) >= 2:
-                rows.append((float(parts[0]), float(parts[1])))
-        return rows
-    if tool == "amd-smi":
-        data = json.loads(output)
-        rows = []
-        for gpu in data if isinstance(data, list) else data.get("gpu_data", []):
-            mem = gpu.get("mem_usage", gpu)
-            total = mem.get("total_vram", {}).get("value")
-            free = mem.get("free_vram", {}).get("value")
-            if total is not None and free is not None:
-                rows.append((float(total), float(free)))
-        return rows
-    if tool == "rocm-smi":
-        data = json.loads(output)
-        rows = []
-        for card in data.values():
-            total = int(card.get("VRAM Total Memory (B)", 0)) / 2**20
-            used = int(card.get("VRAM Total Used Memory (B)", 0)) / 2**20
-            rows.append((total, total - used))
-        return rows
-    if tool == "neuron-ls":
-        data = json.loads(output)
-        return [(float(d.get("memory_size", 0)) / 2**20,) * 2 for d in data]
-    return []
+def parse_device_memory(tool: str, output: str) -> list[tuple[float | None, float | None]]:
+    """(total MiB, free MiB) per accelerator from a device tool's output (`devices`). Pure."""
+    return devices.get(tool).parse_memory(output)
 
 
 def _run(transport: Transport, command: str, timeout: float = 60) -> tuple[bool, str]:
@@ -153,16 +108,47 @@ def memory_bandwidth(transport: Transport) -> float | None:
     return parse_bandwidth(out) if ok else None
 
 
-def driver_version(transport: Transport, tool: str) -> str:
+def driver_version(transport: Transport, device: DeviceTool) -> str:
     """The accelerator driver's version as the device tool reports it; a fact we could not read
     is `unknown`, never a problem (the host may still serve)."""
-    if tool == "nproc":
-        return NO_DRIVER
-    query = DRIVER_QUERIES.get(tool)
-    if query is None:
+    if device.no_driver:
+        return device.no_driver
+    if device.driver_query is None:
         return UNKNOWN
-    ok, out = _run(transport, f"set -o pipefail; {query}", 30)  # a failing tool's message is no version
+    query = f"set -o pipefail; {device.driver_query}"  # a failing tool's message is no version
+    ok, out = _run(transport, query, 30)
     return (" ".join(out.split())[:200] or UNKNOWN) if ok else UNKNOWN
+
+
+def accelerators(
+    transport: Transport, device: DeviceTool, host: Host
+) -> tuple[int | None, float | None, float | None, list[str]]:
+    """(accelerators seen, total GB, free GB, problems) as the kind's device tool reports them."""
+    if device.refusal or device.memory_query is None:
+        return None, None, None, [f"device tool `{device.name}`: {device.refusal or 'reads no accelerators'}"]
+    ok, out = _run(transport, device.memory_query)
+    if not ok:
+        return None, None, None, [f"device tool `{device.name}` failed: {out[-200:]}"]
+    try:
+        rows = device.parse_memory(out)
+    except (ValueError, KeyError, AttributeError, TypeError) as exc:
+        return None, None, None, [f"could not read `{device.name}` output: {exc}"]
+    if not rows:
+        return None, None, None, []
+    seen = 1 if device.is_host else len(rows)
+    known = all(t is not None and f is not None for t, f in rows)
+    total = round(sum(r[0] or 0 for r in rows) / 1024, 1) if known else None
+    free = round(sum(r[1] or 0 for r in rows) / 1024, 1) if known else None
+    problems = []
+    if device.is_host:
+        if free is not None and free < 1.0:
+            problems.append(f"only {free} GB of memory available")
+        return seen, total, free, problems
+    if seen < host.accelerators:
+        problems.append(f"{device.name} sees {seen} accelerator(s), inventory says {host.accelerators}")
+    if total and free is not None and free / total < MIN_FREE_MEMORY_SHARE:
+        problems.append(f"accelerator memory busy: {free} of {total} GB free")
+    return seen, total, free, problems
 
 
 def engine_check(host: Host, command: str, image: str | None) -> str:
@@ -206,30 +192,10 @@ def gather(
         return HostFacts(host.name, False, problems=(f"unreachable: {exc}",))
     ok, out = _run(transport, MACHINE_QUERY, 30)
     machine = parse_machine(out.split("\n", 1)[0], out.partition("\n")[2]) if ok else None
-    tool = hardware.device_query
-    seen = total = free = None
-    query = DEVICE_QUERIES.get(tool, f"{tool} >/dev/null")
-    ok, out = _run(transport, query)
-    if not ok:
-        problems.append(f"device tool `{tool}` failed: {out[-200:]}")
-    elif tool in DEVICE_QUERIES:
-        try:
-            rows = parse_device_memory(tool, out)
-        except (ValueError, KeyError, AttributeError) as exc:
-            rows = []
-            problems.append(f"could not read `{tool}` output: {exc}")
-        if rows:
-            seen = 1 if tool == "nproc" else len(rows)
-            total = round(sum(r[0] for r in rows) / 1024, 1)
-            free = round(sum(r[1] for r in rows) / 1024, 1)
-            if tool != "nproc":
-                if seen < host.accelerators:
-                    problems.append(f"{tool} sees {seen} accelerator(s), inventory says {host.accelerators}")
-                if total and free / total < MIN_FREE_MEMORY_SHARE:
-                    problems.append(f"accelerator memory busy: {free} of {total} GB free")
-            elif free < 1.0:
-                problems.append(f"only {free} GB of memory available")
-    problems += busy_accelerators(transport, tool)
+    device = devices.get(hardware.device_query)
+    seen, total, free, found = accelerators(transport, device, host)
+    problems += found
+    problems += busy_accelerators(transport, device)
     ok, out = _run(transport, f"mkdir -p {quote(host.workdir)} && df -Pk {quote(host.workdir)} | tail -1")
     disk = None
     if ok and (m := re.search(r"\s(\d+)\s+\d+%", out)):
@@ -270,7 +236,7 @@ def gather(
             read = weights.shard_facts(wanted, out if ok else "")
             files = tuple({**f, **read.get(i, {})} for i, f in enumerate(files))
     ncpu = int(cpus) if cpus.isdigit() else None
-    driver = driver_version(transport, tool)
+    driver = driver_version(transport, device)
     # the contention check off (`max_foreign_load: 0`), its sample would only cost a second a cell
     load = hostload.sample(transport, interval=1.0) if host.max_foreign_load > 0 else None
     if hardware.measured and bandwidth is None:
@@ -294,18 +260,10 @@ def gather(
     )
 
 
-def busy_accelerators(transport: Transport, tool: str) -> list[str]:
-    """Another job's compute processes on the host's accelerators (the vendor tool's process
-    list; nothing of the cell runs yet): every number measured beside them would be skewed.
-    A list that cannot be read is no problem (the memory check above still holds)."""
-    query = hostload.PROCESS_QUERIES.get(tool)
-    if query is None:
-        return []
-    ok, out = _run(transport, query, 30)
-    try:
-        found = hostload.parse_compute_processes(tool, out) if ok else []
-    except ValueError:
-        return []
+def busy_accelerators(transport: Transport, device: DeviceTool | str) -> list[str]:
+    """Another job's compute processes on the host's accelerators (`hostload.compute_processes`;
+    nothing of the cell runs yet): every number measured beside them would be skewed."""
+    found = hostload.compute_processes(transport, device)
     if not found:
         return []
     named = ", ".join(f"{name or '?'} (pid {pid})" for pid, name in found[:5])

@@ -807,7 +807,6 @@ def run_load(spec):
 # --- power beside the phase ---------------------------------------------------------------------
 
 RAPL = "/sys/class/powercap"
-NVIDIA_QUERY = ["--query-gpu=timestamp,index,power.draw", "--format=csv,noheader"]
 
 
 def _read(path):
@@ -844,36 +843,38 @@ def rapl_absent(root=RAPL):
 
 class PowerSampler(threading.Thread):
     """Samples the host's power tools every `interval` s while the measured phase runs: each
-    tool's raw output is kept (the harness parses it), and why a tool gave nothing."""
+    tool's raw output is kept (the harness parses it), and why a tool gave nothing. The tools
+    come as data (`options["tools"]`: name, argv, the record's key, and `lines` kept under one
+    header or `reads` kept whole with their time); RAPL's counters are read at both ends."""
 
     def __init__(self, options):
         super().__init__(daemon=True)
         self.interval = float(options.get("interval", 0.5))
         self.stop = threading.Event()
-        self.nvidia = shutil.which("nvidia-smi")
-        self.amd = shutil.which("amd-smi")
+        self.tools = [dict(t, path=shutil.which(t["argv"][0])) for t in options.get("tools") or ()]
         self.rapl_root = options.get("rapl", RAPL)
         self.rapl_before = rapl_zones(self.rapl_root)
         self.t0 = now()
-        self.nvidia_lines = []
-        self.amd_reads = []
+        self.kept = {t["key"]: [] for t in self.tools}
         self.errors = []
 
     def _sample(self):
-        for tool, args in ((self.nvidia, NVIDIA_QUERY), (self.amd, ["metric", "--power"])):
-            if not tool:
+        for tool in self.tools:
+            if not tool["path"]:
                 continue
             try:
-                done = subprocess.run([tool] + args, capture_output=True, text=True, timeout=10)
+                done = subprocess.run(
+                    [tool["path"]] + tool["argv"][1:], capture_output=True, text=True, timeout=10
+                )
             except (OSError, subprocess.SubprocessError) as exc:
-                self.errors.append(f"{tool}: {exc}")
+                self.errors.append(f"{tool['path']}: {exc}")
                 continue
             if done.returncode != 0:
-                self.errors.append(f"{tool} exited {done.returncode}: {done.stderr[:200]}")
-            elif tool == self.nvidia:
-                self.nvidia_lines += done.stdout.strip().splitlines()
+                self.errors.append(f"{tool['path']} exited {done.returncode}: {done.stderr[:200]}")
+            elif tool["style"] == "lines":
+                self.kept[tool["key"]] += done.stdout.strip().splitlines()
             else:
-                self.amd_reads.append({"t": now(), "text": done.stdout})
+                self.kept[tool["key"]].append({"t": now(), "text": done.stdout})
 
     def run(self):
         while True:
@@ -889,17 +890,16 @@ class PowerSampler(threading.Thread):
         after = rapl_zones(self.rapl_root)
         if self.rapl_before and after:
             out["rapl"] = {"before": self.rapl_before, "after": after}
-        if self.nvidia_lines:
-            out["nvidia_smi"] = "timestamp, index, power.draw [W]\n" + "\n".join(self.nvidia_lines) + "\n"
-        if self.amd_reads:
-            out["amd_smi"] = self.amd_reads
+        for tool in self.tools:
+            kept = self.kept[tool["key"]]
+            if kept and tool["style"] == "lines":
+                out[tool["key"]] = tool.get("header", "") + "\n" + "\n".join(kept) + "\n"
+            elif kept:
+                out[tool["key"]] = kept
         absent = []
         if not self.rapl_before:
             absent.append(rapl_absent(self.rapl_root))
-        if not self.nvidia:
-            absent.append("nvidia-smi not found")
-        if not self.amd:
-            absent.append("amd-smi not found")
+        absent += [f"{t['name']} not found" for t in self.tools if not t["path"]]
         out["absent"] = absent
         return out
 

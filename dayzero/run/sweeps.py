@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from dayzero import devices
 from dayzero.checks.sweep import next_load, point
 from dayzero.run import records
 from dayzero.run.plan import MeasurementPlan
@@ -27,7 +28,7 @@ from dayzero.spec.matrix import Cell
 from dayzero.spec.sweeps import Sweep, sweeps_for
 from dayzero.spec.workloads import resolve
 
-POWER_INTERVAL_S = 0.5  # nvidia-smi / amd-smi readings; RAPL is a counter, read at both ends
+POWER_INTERVAL_S = 0.5  # the device tools' power readings; RAPL is a counter, read at both ends
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def point_plan(sweep: Sweep, base: MeasurementPlan, load: float, slots: int = 0)
         base.protocol,
         num_prompts=sweep.num_prompts,
         repetitions=sweep.repetitions,
-        power={"interval": POWER_INTERVAL_S},
+        power={"interval": POWER_INTERVAL_S, "tools": devices.power_tools()},
         slots=slots,
         sweep=sweep,
         load=load,

@@ -6,14 +6,13 @@ anti-gaming checks can trust shapes and stay simple.
 
 from __future__ import annotations
 
-import csv
 import json
 from functools import cache
 from typing import Any
 
 import jsonschema
 
-from dayzero.checks.energy import nvidia_smi_csv
+from dayzero import devices
 from dayzero.run.records import cell_folder, is_metrics_file, is_records_file
 from dayzero.spec import yamlfile
 from dayzero.submission.bundle import MANIFEST, SUBMISSION, Bundle, Reference, Subject, in_layout
@@ -188,25 +187,6 @@ def records_problem(doc) -> str:
     return ""
 
 
-def _microjoules(value) -> bool:
-    """A RAPL counter as the client keeps it: the sysfs file's text, or a count."""
-    return _integer(value, null=False) or (isinstance(value, str) and value.isascii() and value.isdigit())
-
-
-def _rapl_problem(zones, where: str) -> str:
-    if not isinstance(zones, dict):
-        return f"{where}: an object of RAPL zones"
-    for zone, z in zones.items():
-        if not isinstance(z, dict):
-            return f"{where}.{zone}: an object {{name, energy_uj, max_energy_range_uj}}"
-        for key in ("energy_uj", "max_energy_range_uj"):
-            if not _microjoules(z.get(key)):
-                return f"{where}.{zone}.{key}: a count of microjoules"
-        if not isinstance(z.get("name", ""), str | None):
-            return f"{where}.{zone}.name: a string"
-    return ""
-
-
 def power_problem(power, where: str = "power") -> str:
     """One host's power readings as the sampler keeps them (`PowerSampler.finish`,
     `lab.power.merge_windows`), constrained where `checks.energy` reads them; null: none taken."""
@@ -223,28 +203,11 @@ def power_problem(power, where: str = "power") -> str:
         said = power.get(key, [])
         if not isinstance(said, list) or not all(isinstance(x, str) for x in said):
             return f"{where}.{key}: a list of strings"
-    if "nvidia_smi" in power:
-        if not isinstance(power["nvidia_smi"], str):
-            return f"{where}.nvidia_smi: nvidia-smi's CSV as text"
-        try:
-            nvidia_smi_csv(power["nvidia_smi"])
-        except (ValueError, csv.Error) as exc:
-            return f"{where}.nvidia_smi: {short(str(exc))}"
-    reads = power.get("amd_smi", [])
-    if not isinstance(reads, list):
-        return f"{where}.amd_smi: a list of {{t, text}} readings"
-    for i, read in enumerate(reads):
-        if not isinstance(read, dict) or not _number(read.get("t"), null=False):
-            return f"{where}.amd_smi/{i}.t: a number of seconds"
-        if not isinstance(read.get("text"), str):
-            return f"{where}.amd_smi/{i}.text: amd-smi's output as text"
-    if "rapl" in power:
-        rapl = power["rapl"]
-        if not isinstance(rapl, dict):
-            return f"{where}.rapl: an object {{before, after}}"
-        for key in ("before", "after"):
-            if problem := _rapl_problem(rapl.get(key), f"{where}.rapl.{key}"):
-                return problem
+    for tool in devices.power_readers():  # each tool checks its own readings
+        if tool.record_key in power and (
+            problem := tool.power_problem(power[tool.record_key], f"{where}.{tool.record_key}")
+        ):
+            return problem
     return ""
 
 
