@@ -221,3 +221,11 @@ def test_claims_at_once_from_many_workers_are_disjoint(tmp_path):
         th.join(90)
     indices = sorted(j for (lease,) in got for j in lease.devices)
     assert len(got) == 4 and indices == list(range(8))
+
+
+def test_a_claim_short_of_accelerators_keeps_none_of_them(tmp_path):
+    t = LocalTransport(gpu_host(tmp_path, accelerators=4))
+    assert try_acquire(t, "a", "c", "w", devices=3).devices == (0, 1, 2)
+    assert isinstance(try_acquire(t, "b", "c", "w", devices=2), str)  # got 3, not 2: all or none
+    assert not Path(t.host.workdir, "leases", "acc-3").exists()
+    assert try_acquire(t, "c", "c", "w", devices=1).devices == (3,)

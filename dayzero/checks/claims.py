@@ -45,8 +45,15 @@ class ClaimResult:
 
 
 def accelerators(hosts: Sequence[Mapping]) -> int:
-    """What the cell ran on: each host's accelerators as preflight counted them."""
-    return sum((h.get("facts") or {}).get("accelerators_seen") or h.get("accelerators") or 0 for h in hosts)
+    """What the cell ran on: each host's accelerators its lease claimed by index (a share of the
+    host), else as preflight counted them."""
+    return sum(
+        len((h.get("lease") or {}).get("devices") or ())
+        or (h.get("facts") or {}).get("accelerators_seen")
+        or h.get("accelerators")
+        or 0
+        for h in hosts
+    )
 
 
 def _per_run(claim: Claim, summary: Mapping, hosts: Sequence[Mapping]) -> float | None:

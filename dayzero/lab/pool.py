@@ -21,6 +21,7 @@ from pathlib import Path
 
 from dayzero.clock import now_iso
 from dayzero.errors import HostUnreachable, InfrastructureError
+from dayzero.lab import devicemask
 from dayzero.lab.fanout import each
 from dayzero.lab.lease import DEFAULT_TTL, Lease, LeaseKeeper, TooFewHosts, acquire_all, release
 from dayzero.lab.preflight import HostFacts, gather
@@ -197,8 +198,11 @@ class HostPool:
         roles: Sequence[RoleCheck] = (),
         image: str = "",
         model_files: Sequence[ModelFile] = (),
+        used: int | None = None,
     ) -> Held:
         """Lease `needed` hosts, preflight them, and swap out any that fail until none are left.
+        `used`: the accelerators the cell's mode states (`parallel`), claimed by index across
+        the hosts (`devicemask.claim`); None: every accelerator of each host.
 
         The keeper of the returned hosts is already touching the leases; `release` stops it.
         """
@@ -218,6 +222,7 @@ class HostPool:
                     skip=lambda h: h.name in self.quarantined(),
                     ttl=int(self.ttl),
                     on_unreachable=lambda host, exc: self.quarantine(host, str(exc)),
+                    devices=devicemask.claim(hardware.device_query, used, needed),
                 )
             except TooFewHosts:
                 raise InfrastructureError(self.too_few(candidates, needed, hardware.name)) from None

@@ -254,12 +254,14 @@ class SlurmPool:
         roles: Sequence[RoleCheck] = (),
         image: str = "",
         model_files: Sequence[ModelFile] = (),
+        used: int | None = None,
     ) -> Held:
         """Hosts of a Slurm job for the cell (a pyxis node checks its engine on the node, as
-        its step's script runs it), or the SSH pool's for hardware the cluster does not serve."""
+        its step's script runs it), or the SSH pool's for hardware the cluster does not serve
+        (`used`: its accelerators claimed by index there; a job's nodes are the cluster's)."""
         if not self.serves(hardware.name):
             return self.hosts.acquire(
-                cell_id, hardware, needed, engine, version_command, roles, image, model_files
+                cell_id, hardware, needed, engine, version_command, roles, image, model_files, used
             )
         kind = self.cluster.for_hardware(hardware.name)
         deadline = time.monotonic() + self.hosts.lease_wait

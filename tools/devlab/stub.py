@@ -10,6 +10,10 @@ them, which is what measuring the client's ceiling needs. It also serves llama.c
 acceptance that may differ per workload (`accept_when`: code prompts accept more than prose). Asked
 with `tools`, it can answer with a tool call whose arguments are what it is told to send
 (`tool_arguments`: e.g. arguments that break the tool's schema), and stream a reasoning field.
+Given `--tp N --devices-dir D` it stands in for an engine on accelerators that cannot be shared:
+it holds a lock on each accelerator its device mask shows (`--mask-variable`, unset: all of
+`--accelerators`) and refuses to start when one is held by another or fewer than N are visible;
+it prints the mask at start and serves it at `/devices`.
 
 Run standalone for bench: `PYTHONPATH=tools python -m devlab.stub --port 19010 --itl 0`.
 """
@@ -19,7 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import json
+import os
 import threading
 from dataclasses import dataclass, replace
 
@@ -69,6 +75,7 @@ class StubServer:
         # How late the stub itself was (s): first token after ttft, each later chunk after itl.
         # A bench subtracts nothing with it, but tells the stub's slack from the client's.
         self.late: dict[str, list[float]] = {"ttft": [], "itl": []}
+        self.devices: dict = {}  # /devices: the mask it was started under and what it holds
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -148,7 +155,9 @@ class StubServer:
         await writer.drain()
 
     async def _get(self, writer, path: str) -> None:
-        if path.startswith("/stats"):
+        if path.startswith("/devices"):
+            await self._plain(writer, 200, json.dumps(self.devices))
+        elif path.startswith("/stats"):
             await self._plain(writer, 200, json.dumps(self.late))
             if "reset" in path:
                 self.late = {"ttft": [], "itl": []}
@@ -319,6 +328,27 @@ class StubServer:
         await writer.drain()
 
 
+def hold_devices(visible: list[int], directory: str) -> list:
+    """A lock on each accelerator shown (kept open for the process's life), as a real engine
+    holds the memory of the GPUs it runs on; one held by another is a refusal, with its holder."""
+    os.makedirs(directory, exist_ok=True)
+    held = []
+    for j in visible:
+        lock = open(os.path.join(directory, f"acc-{j}.lock"), "a+")  # noqa: SIM115 - held till exit
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise SystemExit(
+                f"accelerator {j} is in use by another process ({lock.read().strip()})"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()}")
+        lock.flush()
+        held.append(lock)
+    return held
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=19010)
@@ -330,7 +360,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics", action="store_true")
     parser.add_argument("--tool-arguments", help="asked with tools: call the first with these arguments")
     parser.add_argument("--reasoning", default="", help="stream this as the reasoning field first")
+    parser.add_argument("--tp", type=int, default=0, help="accelerators its ranks need (0: none)")
+    parser.add_argument("--accelerators", type=int, default=8, help="the host's, shown with no mask")
+    parser.add_argument("--mask-variable", default="CUDA_VISIBLE_DEVICES")
+    parser.add_argument("--devices-dir", help="where the accelerators' locks are (with --tp)")
     args = parser.parse_args(argv)
+    mask = os.environ.get(args.mask_variable)
+    visible = [int(j) for j in mask.split(",") if j] if mask is not None else list(range(args.accelerators))
+    print(f"devices: {args.mask_variable}={mask if mask is not None else '(unset)'}", flush=True)
+    if args.tp and len(visible) < args.tp:
+        raise SystemExit(f"--tp {args.tp} needs {args.tp} accelerators, {len(visible)} visible")
+    held = visible if args.tp and args.devices_dir else []
+    locks = hold_devices(held, args.devices_dir) if held else []
     cfg = StubConfig(
         ttft=args.ttft,
         itl=args.itl,
@@ -339,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         reasoning=args.reasoning,
     )
     server = StubServer(cfg, args.port, args.host)
+    server.devices = {"variable": args.mask_variable, "mask": mask, "held": held, "locks": len(locks)}
     print(f"stub serving on {server.url}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(server.serve_forever())
