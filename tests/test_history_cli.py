@@ -141,45 +141,60 @@ def test_series_of_an_unknown_cell_or_series_says_what_exists(tmp_path, capsys):
     assert f"it has: accuracy:gsm8k-mini, median_ttft_ms@{WORKLOAD}, {SERIES}" in capsys.readouterr().err
 
 
-def tonight(tmp_path, values, **changes):
-    (tmp_path / "h.sqlite").unlink(missing_ok=True)
-    with open_store(tmp_path / "h.sqlite") as store:
-        store.ingest((f"{i}.json", d) for i, d in enumerate(series_docs(values, **changes)))
-        return {k: [c.series for c in v] for k, v in trends.tonight(store, CELL).items()}
+def replay(tmp_path, docs) -> list[dict]:
+    """The nights judged one by one as the nightly does: each ingested, its series judged from
+    the state the night before left."""
+    paths, said, state = write_nights(tmp_path / "nightly", docs), [], {}
+    for path, doc in zip(paths, docs, strict=True):
+        said.append(trends.night(tmp_path / "h.sqlite", path.parent.parent, {doc["cell"]: doc}, state))
+        state = said[-1]["state"]
+    return said
 
 
-def test_a_regression_is_new_the_night_it_is_found_then_persists_then_recovers(tmp_path):
-    values = levels((20, 100.0), (10, 80.0), (10, 100.0))
-    said = [tonight(tmp_path, values[: night + 1]) for night in range(len(values))]
-    words = [next((k for k, v in s.items() if v), "") for s in said]
-    first = words.index("new")
-    assert 20 <= first <= 24 and not any(words[:first])  # found within its first five nights, not before
-    assert set(words[first + 1 : 30]) == {"persist"}
-    back = words.index("recovered")
-    assert 30 <= back <= 34 and set(words[first + 1 : back]) == {"persist"}
-    assert not any(words[back + 1 :])  # said once, then quiet
-    assert said[first]["new"] == [SERIES]
+def words(said: list[dict]) -> list[str]:
+    return [next((k for k in ("new", "recovered", "persist") if s[k]), "") for s in said]
+
+
+def test_a_regression_is_new_once_then_persists_until_a_recovery_that_names_it(tmp_path):
+    docs = series_docs(levels((20, 100.0), (10, 80.0), (10, 100.0)))  # nothing recorded changed
+    said = replay(tmp_path, docs)
+    said_words = words(said)
+    first = said_words.index("new")
+    assert 20 <= first <= 24 and not any(said_words[:first])  # found within five nights, not before
+    assert said_words.count("new") == 1 and said[first]["new"][0]["series"] == SERIES
+    back = said_words.index("recovered")
+    assert 30 <= back <= 34 and set(said_words[first + 1 : back]) == {"persist"}
+    (recovery,) = said[back]["recovered"]
+    assert recovery["ends"]["run_id"] == said[first]["new"][0]["run_id"] == docs[20]["run"]["id"]
+    assert "ends the regression of 2026-09-21" in recovery["message"]
+    assert not any(said_words[back + 1 :])  # said once, then quiet
 
 
 def test_a_quiet_history_has_nothing_to_say(tmp_path):
-    assert tonight(tmp_path, levels((30, 100.0))) == {"new": [], "persist": [], "recovered": []}
+    assert not any(words(replay(tmp_path, series_docs(levels((30, 100.0))))))
 
 
-def test_each_night_is_ingested_and_its_regressions_worded(tmp_path):
+def test_each_night_is_ingested_and_its_regression_raised_the_night_its_engine_changed(tmp_path):
     docs = series_docs(levels((20, 100.0), (8, 85.0)), changes={20: {"engine": "b4600"}})
-    paths = write_nights(tmp_path / "nightly", docs)
-    said = [trends.night(tmp_path / "h.sqlite", p.parent.parent, [CELL]) for p in paths]
-    first = next(i for i, s in enumerate(said) if s["new"])
-    (new,) = said[first]["new"]
-    assert new["run_id"] == docs[20]["run"]["id"] and new["changed"] == {
-        "engine": ["llama.cpp b4500", "llama.cpp b4600"]
-    }
-    assert "from 2026-09-21" in new["message"] and all(s["persist"] for s in said[first + 1 :])
+    said = replay(tmp_path, docs)
+    assert words(said)[:20] == [""] * 20 and words(said)[20] == "new"  # a 15% step with its cause: that night
+    (new,) = [a for a in said[20]["new"] if a["series"] == SERIES]
+    assert new["run_id"] == docs[20]["run"]["id"] and new["how"] == "recorded change"
+    first = new["candidates"][0]
+    assert (first["fact"], first["before"], first["after"]) == (
+        "engine",
+        "llama.cpp b4500",
+        "llama.cpp b4600",
+    )
+    assert "from 2026-09-21" in new["message"] and all(s["persist"] for s in said[21:])
+    assert all(not s["new"] for s in said[21:])
 
 
 def test_a_night_without_a_reachable_store_says_why_and_goes_on(tmp_path):
-    said = trends.night("postgresql://nobody@127.0.0.1:9/none?connect_timeout=2", tmp_path, [CELL])
+    carried = {"a|b|c": {"since": "", "open": []}}
+    said = trends.night("postgresql://nobody@127.0.0.1:9/none?connect_timeout=2", tmp_path, {}, carried)
     assert said["store"] == "127.0.0.1:9/none?connect_timeout=2" and "history store" in said["not_available"]
+    assert said["state"] == carried  # what the night could not judge is carried as it was
 
 
 def test_change_points_searched_in_two_processes_are_the_ones_searched_in_one(tmp_path):

@@ -1,11 +1,10 @@
-"""A cell's series from the store, their change points attributed, and what they mean tonight.
+"""A cell's series from the store, their change points attributed, and tonight's alarms.
 
 A change point is a **regression** when the new level is worse (lower throughput, higher
-latency). For the night just ingested, each series' regressions are:
-- **new**: found tonight and not in the series without tonight;
-- **persists**: found before, and the series has not come back since;
-- **recovered**: a later change point brought the series back at least half way, tonight
-  (it is said once: the night the recovery is first found).
+latency). `cell_changes` searches whole series (the `dayzero history changes` view); the nightly
+judges each series night by night (`judged`, `history.alarms`): an alarm raised once per change
+(**new**), said every night after (**persist**), until a recovery that names it (**recovered**);
+each alarm's candidate causes ranked with the cells that moved with them (`history.causes`).
 """
 
 from __future__ import annotations
@@ -13,9 +12,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
-from dayzero.history import changes
+from dayzero.history import alarms, changes
 from dayzero.history.points import UNNAMED_LAB, lab_of
 from dayzero.history.store import SeriesPoint, Store
 
@@ -116,57 +115,99 @@ def _changes_of(part: tuple[str, list[str], str, str | None]) -> list[SeriesChan
         return [c for cell in cells for c in cell_changes(store, cell, since, lab=lab)]
 
 
-def tonight(store: Store, cell: str, lab: str | None = None) -> dict[str, list[SeriesChange]]:
-    """The cell's regressions in one lab's series (None: the lab of its newest run) as of its
-    newest run there: new, persisting, recovered (see the module)."""
-    out: dict[str, list[SeriesChange]] = {"new": [], "persist": [], "recovered": []}
-    lab = lab or store.latest_lab(cell)
-    if lab is None:
-        return out
-    for (_, series), (higher, points) in store.cell_series(cell, lab=lab).items():
-        now, before = found(cell, series, higher, points, lab), found(cell, series, higher, points[:-1], lab)
-        yesterday = {_night(c.run_id, points): back for c, back in _regressions(before)}
-        for change, back in _regressions(now):
-            night = _night(change.run_id, points)
-            was = [yesterday[n] for n in (night, night - 1, night + 1) if n in yesterday]
-            if not back:
-                out["persist" if was else "new"].append(change)
-            elif not was or not was[0]:  # recovered since yesterday
-                out["recovered"].append(change)
-    return out
-
-
-def _night(run_id: str, points: list[SeriesPoint]) -> int:
-    return next(i for i, p in enumerate(points) if p.run_id == run_id)
-
-
-def _regressions(found: list[SeriesChange]) -> list[tuple[SeriesChange, bool]]:
-    """Each regression of a series and whether a later change point recovered it."""
-    return [(c, any(recovers(c, r) for r in found[i + 1 :])) for i, c in enumerate(found) if c.regression]
-
-
 def recovers(regression: SeriesChange, later: SeriesChange) -> bool:
     """A later improvement that takes back at least half of the regression's loss."""
     lost = regression.before - regression.after
     return not later.regression and abs(later.after - regression.after) >= abs(lost) / 2
 
 
-def night(target, night_dir, cells) -> dict:
-    """Ingest one night into the store and word its cells' regressions, each in its lab's series
-    (`cells`: cell -> its evidence document tonight, or cell ids: the lab of each cell's newest
-    run); what could not be done (no 'history' extra, a store that does not answer, a night with
-    no evidence) is said in the result, never raised: the previous-night comparison still stands."""
+def state_key(cell: str, lab: str, series: str) -> str:
+    return f"{cell}|{lab}|{series}"
+
+
+def judged(
+    store: Store, cells: Mapping[str, dict], states: Mapping[str, alarms.State]
+) -> tuple[dict[str, list], dict[str, alarms.State]]:
+    """Tonight's alarms of each cell's series (in the lab of its evidence tonight; `cells`: cell
+    -> its document tonight), given the states the series carried from last night: the words
+    ("new", "persist", "recovered": JSON) and the states to carry to the next night. A series
+    whose run tonight gave no point (broken, invalid, contended) is a gap: it persists, untested.
+    New alarms' candidates are ranked with the other cells that moved with them."""
+    words: dict[str, list] = {"new": [], "persist": [], "recovered": []}
+    out: dict[str, alarms.State] = dict(states)
+    series_of: dict[str, list] = {}  # metric -> (cell, higher, points) of every series tonight
+    new: list[alarms.Alarm] = []
+    for cell in sorted(cells):
+        lab, run_id = lab_of(cells[cell]), cells[cell]["run"]["id"]
+        for (_, series), (higher, points) in store.cell_series(cell, lab=lab).items():
+            key = state_key(cell, lab, series)
+            series_of.setdefault(series.split("@")[0], []).append((cell, higher, points))
+            verdict = alarms.judge(
+                cell,
+                series,
+                lab,
+                higher,
+                [p.value for p in points],
+                [p.finished for p in points],
+                [p.run_id for p in points],
+                [p.facts for p in points],
+                states.get(key, alarms.State()),
+                tested=bool(points) and points[-1].run_id == run_id,
+            )
+            out[key] = verdict.state
+            new += verdict.new
+            words["persist"] += [a.to_json() for a in verdict.persist]
+            words["recovered"] += [r.to_json() for r in verdict.recovered]
+    for alarm in new:
+        others = [s for s in series_of.get(alarm.series.split("@")[0], ()) if s[0] != alarm.cell]
+        moved = {
+            c.finished: _comovers(others, c.finished[:10], alarm.after - alarm.before)
+            for c in alarm.candidates
+        }
+        ranked = alarms.with_comovers(alarm, moved)
+        words["new"].append(ranked.to_json())
+        key = state_key(alarm.cell, alarm.lab, alarm.series)
+        out[key] = replace(out[key], open=tuple(ranked if a == alarm else a for a in out[key].open))
+    return words, out
+
+
+COMOVE_Z = 3.0
+
+
+def _comovers(others: Sequence[tuple], day: str, direction: float) -> int:
+    """How many of the other cells' series moved the way `direction` says on `day` (the median of
+    up to three nights from it against the ten before, in units of the series' noise)."""
+    count = 0
+    for _, _, points in others:
+        at = next((i for i, p in enumerate(points) if p.finished[:10] >= day), None)
+        if at is None or at < alarms.MIN_LEVEL or points[at].finished[:10] != day:
+            continue
+        x = [p.value for p in points]
+        w = min(3, len(x) - at)
+        level, now = sum(x[max(0, at - 10) : at]) / len(x[max(0, at - 10) : at]), alarms._tail(x[: at + w], w)
+        z = (now - level) / (changes.noise(x) * (alarms.MEDIAN_VARIANCE[w] + 1 / min(at, 10)) ** 0.5)
+        count += abs(z) >= COMOVE_Z and (now - level) * direction > 0
+    return count
+
+
+def night(target, night_dir, cells, states: Mapping[str, dict] | None = None) -> dict:
+    """Ingest one night into the store and judge its cells' series (`cells`: cell -> its evidence
+    document tonight), each in its lab's series, from the states they carried (`states`: the
+    previous night's result's "state"); the result holds tonight's words and the states to
+    carry on. What could not be done (no 'history' extra, a store that does not answer, a night
+    with no evidence) is said in the result, never raised; the states are then carried as they were."""
     from dayzero.errors import DayzeroError
     from dayzero.history.store import open_store
 
-    labs = {cell: lab_of(doc) for cell, doc in cells.items()} if isinstance(cells, Mapping) else {}
+    before = {k: alarms.State.from_json(v) for k, v in (states or {}).items()}
     try:
         with open_store(target) as store:
             store.ingest_folder(night_dir)
-            words: dict[str, list] = {"new": [], "persist": [], "recovered": []}
-            for cell in sorted(cells):
-                for word, found in tonight(store, cell, labs.get(cell)).items():
-                    words[word] += [c.to_json() for c in found]
-            return {"store": store.where, **words}
+            words, after = judged(store, cells, before)
+            return {
+                "store": store.where,
+                **words,
+                "state": {k: v.to_json() for k, v in sorted(after.items())},
+            }
     except DayzeroError as exc:
-        return {"store": str(target).split("@")[-1], "not_available": str(exc)}
+        return {"store": str(target).split("@")[-1], "not_available": str(exc), "state": dict(states or {})}

@@ -1,4 +1,4 @@
-"""Nightly runs: the matrix on an inventory, compared metric by metric with the previous night.
+"""Nightly runs: the matrix on an inventory, each night judged by its history.
 
 Layout under the nightly root (default `reports/nightly`):
 
@@ -6,12 +6,20 @@ Layout under the nightly root (default `reports/nightly`):
                                   regressions.json, allure-report/index.html
     allure-history.jsonl          Allure 3's history, appended by every night's report (trends)
     history.sqlite                the results store every night is ingested into (dayzero.history;
-                                  or the PostgreSQL DSN of --store): regressions.json's "history"
-                                  says which change points are new tonight, persist or recovered
+                                  or the PostgreSQL DSN of --store)
     latest                        symlink to the newest night
 
-A **regression** is a metric of a cell that got worse than the previous night's value by more
-than the noise band. The band of a metric is, in order of preference:
+A night's **regressions** (and its exit status 1) are the alarms its history raises tonight
+(`judge_night`, `dayzero.history.alarms`): each series against the level it held since its last
+move, in units of its own noise, an alarm raised once per change, then persisting (said, not
+failed again) until a recovery names it; broken nights and invalid or contended measurements are
+gaps. regressions.json holds them ("regressions", and "history": new, persist, recovered, and
+the state carried to the next night).
+
+The previous night's values are still compared, for display only ("previous_night"), and
+`pytest --baseline` compares a run with a chosen one and fails what got worse beyond the band:
+a metric of a cell that got worse than the baseline's value by more than the noise band. The
+band of a metric is, in order of preference:
 
 1. the *recorded spread*: when both nights repeated the measurement, the larger of the two
    ranges (max - min over repetitions) -- the run's own evidence of how much it wobbles;
@@ -33,6 +41,7 @@ one of the two nights are reported as such, never as regressions.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import secrets
 import subprocess
@@ -235,18 +244,17 @@ def previous_night(root: Path, current: str | None = None) -> Path | None:
     return None
 
 
-def pytest_command(args, night: Path, baseline: Path | None) -> list[str]:
-    """Options in `--name=value` form: a bare path argument would move pytest's rootdir."""
+def pytest_command(args, night: Path) -> list[str]:
+    """Options in `--name=value` form: a bare path argument would move pytest's rootdir. No
+    `--baseline`: a night's regressions are judged by its history (`judge_night`), not by a fixed
+    band against the night before."""
     matrix = getattr(args, "nightly_matrix", None) or args.matrix
     cmd = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-rfE"]
     cmd += [
         f"--hosts={Path(args.hosts).resolve()}",
         f"--matrix={Path(matrix).resolve()}",
         f"--reports={night}",
-        f"--regression-band={args.band}",
     ]
-    if baseline is not None:
-        cmd.append(f"--baseline={baseline}")
     if args.markers:
         cmd += ["-m", args.markers]
     if args.workers and args.workers != "0":
@@ -267,41 +275,72 @@ def draw_night(target, night_dir, matrix, cells: Sequence[str]) -> list[str]:
         return [str(page), *map(str, write_cards(matrix, night_dir, models, history=store))]
 
 
+def previous_state(root: Path, current: str) -> dict:
+    """The series' states the newest earlier night carried on (its regressions.json), else none:
+    the alarms open and each series' last move (`history.alarms.State`)."""
+    for night in sorted((Path(root) / NIGHTS).glob("*"), reverse=True):
+        if night.name < current and (night / REGRESSIONS).is_file():
+            return (json.loads((night / REGRESSIONS).read_text()).get("history") or {}).get("state") or {}
+    return {}
+
+
+def judge_night(root: Path, night: Path, store, band: float = DEFAULT_BAND_PCT) -> dict:
+    """A night's verdict, written to its regressions.json: the night ingested into the store and
+    each series judged against its own history from the state the previous night left
+    (`history.alarms`: raised once, persisting, recovered); "regressions" are tonight's new
+    alarms, the night's failure. The previous night's values are compared for display only."""
+    previous = previous_night(root, night.name)
+    tonight = latest_by_cell(night)
+    history = trends.night(store, night, tonight, previous_state(root, night.name))
+    result = {
+        "night": night.name,
+        "regressions": history.get("new", []),
+        "history": history,
+        "previous_night": compare_nights(previous, night, band),
+    }
+    atomic.write_json(night / REGRESSIONS, result, sort_keys=False)
+    return result
+
+
+def say_night(result: dict) -> None:
+    history = result["history"]
+    for word in ("new", "persist", "recovered"):
+        for r in history.get(word, ()):
+            print(f"[nightly] {HISTORY_WORDS[word]} {r['cell']}: {r['message']}", file=sys.stderr)
+    if "not_available" in history:
+        print(f"[nightly] history: {history['not_available']}", file=sys.stderr)
+    shown = result["previous_night"]
+    print(
+        f"[nightly] {len(history.get('new', []))} new regression(s), {len(history.get('persist', []))} "
+        f"persisting, {len(history.get('recovered', []))} recovered; against the previous night (display "
+        f"only): {len(shown['compared'])} metric(s), {len(shown['regressions'])} beyond the band",
+        file=sys.stderr,
+    )
+
+
 def run_nightly(args) -> int:
-    """One night: pytest over the matrix (xdist), regressions vs the previous night, the report."""
+    """One night: pytest over the matrix (xdist), the night judged by its history, the report."""
     root = Path(args.root).resolve()
     stamp = night_stamp()
     night = root / NIGHTS / stamp
     night.mkdir(parents=True, exist_ok=True)
     baseline = previous_night(root, stamp)
-    cmd = pytest_command(args, night, baseline)
+    cmd = pytest_command(args, night)
     print(f"[nightly] night {stamp}; previous: {baseline.name if baseline else 'none'}", file=sys.stderr)
     print(f"[nightly] {' '.join(cmd)}", file=sys.stderr)
     # the second alone is not unique: two controllers (two labs) start from the same cron minute
     env = {**os.environ, "DAYZERO_RUN_ID": f"nightly-{stamp}-{secrets.token_hex(4)}"}
     code = subprocess.run(cmd, cwd=args.suites_root, env=env).returncode
-    result = compare_nights(baseline, night, args.band)
     store = getattr(args, "store", None) or root / STORE
-    result["history"] = trends.night(store, night, latest_by_cell(night))
-    atomic.write_json(night / REGRESSIONS, result, sort_keys=False)
-    for r in result["regressions"]:
-        print(f"[nightly] REGRESSION {r['cell']}: {r['message']}", file=sys.stderr)
-    for word in ("new", "persist", "recovered"):
-        for r in result["history"].get(word, ()):
-            print(f"[nightly] history: {HISTORY_WORDS[word]} {r['cell']}: {r['message']}", file=sys.stderr)
-    if "not_available" in result["history"]:
-        print(f"[nightly] history: {result['history']['not_available']}", file=sys.stderr)
-    elif not args.no_report:
+    result = judge_night(root, night, store, args.band)
+    say_night(result)
+    if "not_available" not in result["history"] and not args.no_report:
         matrix = load_matrix(getattr(args, "nightly_matrix", None) or args.matrix)
         drawn = draw_night(store, night, matrix, latest_by_cell(night))
         print(
             f"[nightly] history drawn: {len(drawn) - 1} benchmark card(s), trends in {drawn[0]}",
             file=sys.stderr,
         )
-    print(
-        f"[nightly] {len(result['compared'])} metric(s) compared, {len(result['regressions'])} regression(s)",
-        file=sys.stderr,
-    )
     if not args.no_report:
         try:
             out = allure_build.build(
@@ -322,5 +361,5 @@ def run_nightly(args) -> int:
     if code == 5:
         print("[nightly] no cell ran (pytest exit 5): nothing selected or no host for them", file=sys.stderr)
     if result["regressions"] and code in (exitcodes.OK, exitcodes.LAB_FAULT):
-        code = exitcodes.TESTS_FAILED  # the plugin fails regressed cells live; this keeps the rule without it
+        code = exitcodes.TESTS_FAILED  # a new regression alarm fails the night; a persisting one does not
     return code

@@ -1,0 +1,261 @@
+"""The nightly's verdict on one series: an alarm raised once per change, kept until it recovers.
+
+Searching the whole series again every night (`changes.detect`) gives every night a fresh chance
+of a spurious change point and moves a real one from night to night: replayed night by night,
+7.5% of pure-noise series were announced as a new regression at some point and a real step was
+"new" again 15 times. Here each series carries a state from night to night (`State`: the night
+of its last move and its open alarms), and each night asks only whether the newest nights left
+the level held since that move:
+
+1. **level**: the nights since the series' last move (its last change point, or the night of its
+   newest alarm or recovery); at least `MIN_LEVEL` of them, one-night blips out;
+2. **tail tests**: the newest w nights (their median; w = 1..`TAIL`) against the level, in units
+   of the series' own noise (`changes.noise`, robust to steps and blips). Where a recorded fact
+   that does not rotate changed on the tail's first night (an engine, a recipe: where a change
+   is expected) the bar is `ANCHORED_Z` from one night on; elsewhere `FREE_Z` and at least
+   `FREE_FROM` nights, so that one odd night, or two, never raise an alarm;
+3. **change points**: a regression `changes.detect` finds after the last move, within `RECENT`
+   nights, with t at least `SEARCH_T` (slow steps and drifts the tails are too short for);
+4. an alarm is **raised** once (its night becomes the last move), reported as **persisting**
+   every night after, and **recovered** the night a better move takes back at least half of its
+   loss; the recovery names the alarm it ends. A better move with no alarm open is an
+   improvement: the level moves, nothing is raised.
+
+A night the series has no point for (the run broke, the measurement was invalid or contended)
+is a gap: nothing is tested, open alarms persist. The false-alarm rate per series per night and
+the delay it costs are measured by `bench/history_nightly.py` (docs/reports.md).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+
+from dayzero.history import causes, changes
+
+TAIL = 4
+MIN_LEVEL = 5
+FREE_FROM = 3
+ANCHORED_Z = 3.5
+FREE_Z = 6.0
+SEARCH_T = 5.0
+RECENT = 15
+# variance of the median of w normal nights, in units of one night's (w = 1..4)
+MEDIAN_VARIANCE = {1: 1.0, 2: 0.5, 3: 0.449, 4: 0.343}
+
+
+@dataclass(frozen=True)
+class Alarm:
+    cell: str
+    series: str
+    lab: str
+    run_id: str  # the first night at the new level
+    finished: str
+    raised: str  # the night it was raised (finished time)
+    before: float
+    after: float
+    z: float  # the move over its standard error
+    higher_is_better: bool
+    how: str  # "recorded change" | "tail" | "change point"
+    candidates: tuple[causes.Candidate, ...] = ()
+
+    @property
+    def change_pct(self) -> float:
+        return (self.after - self.before) / abs(self.before) * 100 if self.before else 0.0
+
+    def describe(self) -> str:
+        named = "; ".join(f"{i}. {c.describe()}" for i, c in enumerate(self.candidates, 1))
+        return (
+            f"{self.series} regressed {self.change_pct:+.1f}% ({self.before:.4g} -> {self.after:.4g}, "
+            f"z {self.z:.1f}, by {self.how}) from {self.finished[:10]} (run {self.run_id}), raised "
+            f"{self.raised[:10]}; "
+            + (f"candidates, ranked: {named}" if named else "nothing recorded changed near it")
+        )
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["candidates"] = [c.to_json() for c in self.candidates]
+        return {**out, "change_pct": round(self.change_pct, 2), "message": self.describe()}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Alarm:
+        kept = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        kept["candidates"] = tuple(causes.Candidate.from_json(c) for c in data.get("candidates", ()))
+        return cls(**kept)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    run_id: str  # the first night back
+    finished: str
+    level: float
+    z: float
+    ends: Alarm
+
+    def describe(self) -> str:
+        a = self.ends
+        return (
+            f"{a.series} recovered to {self.level:.4g} from {self.finished[:10]} (run {self.run_id}, "
+            f"z {self.z:.1f}): ends the regression of {a.finished[:10]} ({a.before:.4g} -> {a.after:.4g}, "
+            f"{a.change_pct:+.1f}%, run {a.run_id})"
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "cell": self.ends.cell,
+            "series": self.ends.series,
+            "lab": self.ends.lab,
+            "run_id": self.run_id,
+            "finished": self.finished,
+            "level": self.level,
+            "z": self.z,
+            "ends": self.ends.to_json(),
+            "message": self.describe(),
+        }
+
+
+@dataclass(frozen=True)
+class State:
+    """What a series carries to the next night: the night of its last move and its open alarms."""
+
+    since: str = ""  # finished time of the first night of the current level ("" : the first night)
+    open: tuple[Alarm, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"since": self.since, "open": [a.to_json() for a in self.open]}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> State:
+        return cls(data.get("since", ""), tuple(Alarm.from_json(a) for a in data.get("open", ())))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    new: tuple[Alarm, ...] = ()
+    persist: tuple[Alarm, ...] = ()
+    recovered: tuple[Recovery, ...] = ()
+    state: State = field(default_factory=State)
+
+
+@dataclass(frozen=True)
+class Move:
+    night: int  # position of the first night at the new level
+    level: float  # the level before
+    now: float  # the tail's level
+    z: float  # signed: positive when the value went up
+    how: str
+
+
+def _tail(x: Sequence[float], w: int) -> float:
+    return float(statistics.median(x[len(x) - w :]))
+
+
+def _level(x: Sequence[float]) -> float:
+    if len(x) < 5:
+        return float(statistics.median(x))
+    np, _ = changes._libs()
+    return float(changes._without_blips(np.asarray(x, dtype=float), changes.noise(x)).mean())
+
+
+def tail_moves(
+    x: Sequence[float], lo: int, sigma: float, anchors: frozenset[int], min_level: int = MIN_LEVEL
+):
+    """The tail tests of tonight (the last of x) against the level x[lo:tail]: each w whose move
+    passes its bar (anchored or free), strongest first."""
+    n, out = len(x), []
+    for w in range(1, TAIL + 1):
+        a = n - w
+        anchored = a in anchors
+        if a - lo < min_level or (not anchored and w < FREE_FROM):
+            continue
+        level, now = _level(x[lo:a]), _tail(x, w)
+        z = (now - level) / (sigma * math.sqrt(MEDIAN_VARIANCE[w] + 1 / (a - lo)))
+        big = abs(now - level) >= changes.MIN_CHANGE_PCT / 100 * abs(level)
+        if big and abs(z) >= (ANCHORED_Z if anchored else FREE_Z):
+            night = a if anchored else _best_split(x, lo, a)
+            out.append(Move(night, level, _tail(x, n - night), z, "recorded change" if anchored else "tail"))
+    return sorted(out, key=lambda m: -abs(m.z))
+
+
+def _best_split(x: Sequence[float], lo: int, a: int) -> int:
+    """The night in the tail (from `a`) where x[lo:] splits best: a median passes its bar once
+    most of the tail has moved, so the tail's first night may still be the old level."""
+    fit = causes.deficits(x, lo, len(x), 1.0)
+    return min(range(a, len(x)), key=lambda k: (fit.get(k, math.inf), k))
+
+
+def _worse(move_z: float, higher: bool) -> bool:
+    return move_z < 0 if higher else move_z > 0
+
+
+def _index(finished: Sequence[str], since: str) -> int:
+    return next((i for i, f in enumerate(finished) if f >= since), len(finished)) if since else 0
+
+
+def judge(
+    cell: str,
+    series: str,
+    lab: str,
+    higher: bool,
+    values: Sequence[float],
+    finished: Sequence[str],
+    run_ids: Sequence[str],
+    facts: Sequence[Mapping[str, str]],
+    state: State,
+    tested: bool = True,
+) -> Verdict:
+    """Tonight's verdict on a series (its clean nights, oldest first, tonight last) given the state
+    it carried from last night. `tested` False: tonight has no point (a gap): open alarms persist."""
+    if not tested or len(values) < MIN_LEVEL + 1:
+        return Verdict(persist=state.open, state=state)
+    n = len(values)
+    anchors = causes.informative(facts)
+    sigma = changes.noise(values)
+    since = _index(finished, state.since)
+    found = changes.detect(values, changed=anchors)
+    # the level starts at the last move: a change point too old to raise, or an improvement (a
+    # recent regression not yet sure enough to raise stays in the level until it is)
+    settled = [c.index for c in found if n - c.index > RECENT or not c.worse(higher)]
+    lo = max([since, *(i for i in settled if i <= n - MIN_LEVEL)])
+    moves: list[Move] = []
+    for c in found:
+        fresh = c.index > since + 2 and n - c.index <= RECENT and c.t >= SEARCH_T
+        if fresh and all(abs(c.index - _index(finished, a.finished)) > 2 for a in state.open):
+            moves.append(
+                Move(c.index, c.before, c.after, c.t if c.after > c.before else -c.t, "change point")
+            )
+    if state.open:  # a recovery is measured from the newest alarm's level
+        lo = max(lo, _index(finished, state.open[-1].finished))
+    moves += tail_moves(values, lo, sigma, anchors, 2 if state.open else MIN_LEVEL)
+    if not moves:
+        return Verdict(persist=state.open, state=state)
+    move = max(moves, key=lambda m: (m.how == "change point", abs(m.z)))
+    at = finished[move.night]
+    if _worse(move.z, higher):
+        found_causes = causes.candidates(facts, finished, values, move.night, since, sigma)
+        alarm = Alarm(
+            cell, series, lab, run_ids[move.night], at, finished[-1], round(move.level, 6),
+            round(move.now, 6), round(abs(move.z), 2), higher, move.how, tuple(found_causes),
+        )  # fmt: skip
+        return Verdict(new=(alarm,), persist=state.open, state=State(at, (*state.open, alarm)))
+    ended = [a for a in state.open if _recovers(a, move.now)]
+    kept = tuple(a for a in state.open if a not in ended)
+    back = tuple(
+        Recovery(run_ids[move.night], at, round(move.now, 6), round(abs(move.z), 2), a) for a in ended
+    )
+    return Verdict(persist=kept, recovered=back, state=State(at, kept))
+
+
+def _recovers(alarm: Alarm, level: float) -> bool:
+    """Back at least half way from the alarm's level to the level it left."""
+    lost = alarm.before - alarm.after
+    return abs(level - alarm.after) >= abs(lost) / 2 and (level - alarm.after) * lost > 0
+
+
+def with_comovers(alarm: Alarm, moved: Mapping[str, int]) -> Alarm:
+    """The alarm's candidates with their co-movers counted (`moved`: night's finished time ->
+    other cells' series of the metric that moved the same way that night), ranked again."""
+    counted = [replace(c, comoved=moved.get(c.finished, 0)) for c in alarm.candidates]
+    return replace(alarm, candidates=tuple(causes.ranked(counted)))
