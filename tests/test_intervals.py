@@ -4,8 +4,9 @@ bootstrap of a rate over repetitions and requests, and a floor judged on the int
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
-from dayzero.checks import FAILED, INCONCLUSIVE, PASSED
+from dayzero.checks import FAILED, INCONCLUSIVE, PASSED, CheckResult
 from dayzero.checks.intervals import (
     judge,
     mean_interval,
@@ -15,8 +16,15 @@ from dayzero.checks.intervals import (
     rate_interval,
 )
 from dayzero.checks.measurement import aggregate
-from dayzero.checks.performance import check_floor
-from dayzero.spec.card import Compliance, Floor, SaturationLimits
+from dayzero.checks.performance import INVALID, check_floor
+from dayzero.lab.deploy import run_client
+from dayzero.lab.transport.local import LocalTransport
+from dayzero.run.phases import Endpoint, collect, judged_for_contention, until_conclusive
+from dayzero.run.plan import MeasurementPlan
+from dayzero.spec.card import Compliance, Floor, Protocol, SaturationLimits
+from dayzero.spec.inventory import Host
+from dayzero.spec.workloads import load_workload
+from devlab.stub import StubConfig, StubServer
 
 
 def test_p99_of_16_requests_is_not_supported_but_the_median_is():
@@ -133,10 +141,6 @@ def test_a_p99_floor_on_16_requests_is_inconclusive_never_passed():
 def test_a_number_measured_on_a_contended_host_is_marked_and_never_a_verdict():
     """Issue 41 item 4: every check of a contended phase carries `details.contended`; a floor
     missed or inconclusive then is invalid (the lab's), one passed stays passed but marked."""
-    from dayzero.checks import CheckResult
-    from dayzero.checks.performance import INVALID
-    from dayzero.run.phases import Endpoint, judged_for_contention
-
     ep = Endpoint("http://x", client=lambda spec, t: {}, keep=lambda phase, answer: "")
     ep.contended["perf-run2"] = "h1: foreign load 1.7 of 2 cores"
     phases = ["perf-run1", "perf-run2"]
@@ -146,3 +150,37 @@ def test_a_number_measured_on_a_contended_host_is_marked_and_never_a_verdict():
         assert out.details["contended"] == {"perf-run2": "h1: foreign load 1.7 of 2 cores"}
     quiet = judged_for_contention(CheckResult("floor:x", "performance", FAILED, "m"), ["perf-run1"], ep)
     assert quiet.verdict == FAILED and "contended" not in quiet.details
+
+
+def test_a_phase_is_extended_while_a_floor_is_inconclusive_within_the_budget_only():
+    """Issue 41 item 2: more repetitions, one at a time, while a floor's interval straddles its
+    bound, never more than the protocol's `extra_repetitions`; none where the floor is clear."""
+    host = Host(name="local", address="127.0.0.1", hardware="cpu", transport="local")
+    workloads = Path(__file__).resolve().parent.parent / "suites" / "workloads"
+    w = load_workload(workloads, "r", {"from": "random", "isl": 8, "osl": 8})
+    kept: dict = {}
+
+    def keep(phase, answer):
+        kept[phase] = answer
+        return f"records/{phase}.json"
+
+    ep = Endpoint(
+        url="",
+        client=lambda spec, timeout: run_client(LocalTransport(host), spec, timeout=timeout),
+        keep=keep,
+        say=lambda line: None,
+    )
+    protocol = Protocol(repetitions=1, min_prompts=8, extra_repetitions=2)
+    with StubServer(StubConfig(itl=0.002)) as stub:
+        ep.url = stub.url
+        clear = MeasurementPlan(w, 1, protocol, floors=(Floor("output_throughput", 0.01, 1, workload="r"),))
+        answers, _, _ = until_conclusive(ep, clear, 1, collect(ep, clear, 1))
+        assert len(answers) == 1 and list(kept) == ["perf-r-c1-r0"]
+        kept.clear()
+        # a p99 of 8 requests a run is never supported: inconclusive however many runs the budget allows
+        never = MeasurementPlan(
+            w, 1, protocol, floors=(Floor("p99_tpot_ms", 1e6, 1, direction="max", workload="r"),)
+        )
+        answers, _, _ = until_conclusive(ep, never, 1, collect(ep, never, 1))
+    assert len(answers) == 3 and list(kept) == ["perf-r-c1-r0", "perf-r-c1-r1", "perf-r-c1-r2"]
+    assert "warmup" in kept["perf-r-c1-r0"] and "warmup" not in kept["perf-r-c1-r2"]

@@ -25,7 +25,7 @@ from dayzero.checks import FAILED, INCONCLUSIVE, NOT_MEASURED, CheckResult
 from dayzero.checks.energy import merge_windows
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import run_summary, saturation
-from dayzero.checks.performance import INVALID
+from dayzero.checks.performance import INVALID, check_floor
 from dayzero.checks.server_metrics import summed
 from dayzero.lab.hostload import HostLoad, contention
 from dayzero.run import plans, sweeps
@@ -146,19 +146,20 @@ def more_processes(protocol: Protocol, processes: int, concurrency: int, answer:
 
 
 def collect(
-    ep: Endpoint, m: MeasurementPlan, accelerators: int
+    ep: Endpoint, m: MeasurementPlan, accelerators: int, start: int = 0, processes: int | None = None
 ) -> tuple[list[tuple[str, dict]], int, list[dict]]:
     """Warm up, then N repetitions; more client processes when one saturates and the host has cores.
 
     Returns each repetition's (records file, raw answer), the client processes the last one used
-    and each repetition's /metrics snapshots.
+    and each repetition's /metrics snapshots. `start`, `processes`: the repetitions from `start`
+    on, with the processes the earlier ones ended with (a measurement extended).
     """
     protocol, concurrency = m.protocol, m.concurrency
-    processes = protocol.processes(concurrency)
+    processes = processes or protocol.processes(concurrency)
     answers: list[tuple[str, dict]] = []
     docs: list[dict] = []
     label = m.display
-    for rep in range(m.runs):
+    for rep in range(start, m.runs):
         while True:
             spec = {
                 "action": "load",
@@ -207,6 +208,27 @@ def measure_workload(ep: Endpoint, m: MeasurementPlan, accelerators: int) -> Mea
     return measurement
 
 
+def until_conclusive(ep: Endpoint, m: MeasurementPlan, accelerators: int, got: tuple) -> tuple:
+    """A measurement extended, one repetition at a time, while a floor on it is inconclusive
+    (its interval straddles the bound) and the protocol's stated budget lasts
+    (`Protocol.extra_repetitions`), as MLPerf's minimum duration and query count do; `got` and
+    the answer are `collect`'s (answers, processes, snapshots)."""
+    answers, processes, docs = got
+    runs, left = m.runs, m.protocol.extra_repetitions
+    while left > 0 and _inconclusive(m, answers, accelerators, processes, docs):
+        ep.say(f"{m.display}: a floor is inconclusive after {runs} run(s): one more ({left} in the budget)")
+        more, processes, more_docs = collect(
+            ep, replace(m, repetitions=runs + 1), accelerators, runs, processes
+        )
+        answers, docs, runs, left = [*answers, *more], [*docs, *more_docs], runs + 1, left - 1
+    return answers, processes, docs
+
+
+def _inconclusive(m: MeasurementPlan, answers, accelerators: int, processes: int, docs) -> bool:
+    measurement = m.measurement(answers, accelerators, processes, docs)
+    return any(check_floor(floor, measurement).verdict == INCONCLUSIVE for floor in m.floors)
+
+
 def phases(m: MeasurementPlan) -> list[str]:
     return [m.phase(rep) for rep in range(m.runs)]
 
@@ -238,7 +260,7 @@ class Live:
         return answer, snapshots
 
     def repetitions(self, m: MeasurementPlan):
-        return collect(self.ep, m, self.accelerators)
+        return until_conclusive(self.ep, m, self.accelerators, collect(self.ep, m, self.accelerators))
 
     def sweep(self, sp: sweeps.SweepPlan):
         """Points measured until the sweep's budget is spent."""

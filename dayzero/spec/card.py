@@ -205,6 +205,9 @@ class Protocol:
     median of N repetitions compared; a card budgets it to its hardware."""
 
     repetitions: int = 3
+    # While a floor is inconclusive (its interval straddles the bound), up to this many more
+    # repetitions are measured, one at a time: the stated budget of an extended phase.
+    extra_repetitions: int = 0
     prompts_per_concurrency: int = 5
     min_prompts: int = 16
     warmup: int | None = None  # warm-up requests; None: as many as the concurrency
