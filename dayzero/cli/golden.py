@@ -78,7 +78,7 @@ def check(args) -> int:
                 failed += 1
                 continue
             for c in outcome.checks:
-                if c.name.startswith("golden:"):
+                if c.family == "golden":
                     print(f"{cell.id} {c.name}: {c.verdict.upper()}: {c.message.splitlines()[0]}")
                     failed += c.verdict == "failed"
     finally:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dayzero import evidence
-from dayzero.checks import INCONCLUSIVE, NOT_MEASURED
+from dayzero.checks import INCONCLUSIVE, NOT_MEASURED, family_of
 from dayzero.checks.claims import summary_line
 from dayzero.checks.correctness import provenance_differs
 from dayzero.clock import moment, parse_iso, utc_day
@@ -162,7 +162,7 @@ def golden_flags(doc: dict) -> list[str]:
     flags: list[str] = []
     for check in doc["checks"]:
         details = check.get("details") or {}
-        if not check["name"].startswith("golden:"):
+        if family_of(check) != "golden":
             continue
         if check["verdict"] == "passed" and (flag := near_tie_flag(check["name"], details)):
             flags.append(flag)

@@ -15,7 +15,8 @@ import shutil
 from pathlib import Path
 
 from dayzero import atomic
-from dayzero.report.benchcard import CARDS_DIR, SWEEP_PREFIX
+from dayzero.checks import family_of
+from dayzero.report.benchcard import CARDS_DIR
 
 GLOBALS = "dayzero-benchcards-globals.json"
 PREFIX = "dayzero-benchcard-"  # every file this module writes in a results folder starts so
@@ -50,6 +51,6 @@ def write_globals(results: Path, cards: Path) -> list[Path]:
 
 def card_href(doc: dict) -> str | None:
     """The cell's benchmark card, relative to the Allure report's folder; None without sweeps."""
-    if not any(c["name"].startswith(SWEEP_PREFIX) for c in doc["checks"]):
+    if not any(family_of(c) == "sweep" for c in doc["checks"]):
         return None
     return f"../{CARDS_DIR}/{doc['model']}/{doc['hardware']}.html"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import allure
 
+from dayzero.checks import family_of
 from dayzero.lab.preflight import UNKNOWN
 from dayzero.redact import redact
 from dayzero.report import allure_cards, plots
@@ -111,11 +112,36 @@ def metric_summary(doc: dict) -> list[dict]:
     ]
 
 
+def intervals_text(doc: dict) -> str:
+    """Each performance check's figure with its 95% interval and sample, its verdict, and a mark
+    where a host was contended while it was measured (issue 41, items 1 and 4)."""
+    lines = []
+    for c in doc["checks"]:
+        details = c.get("details") or {}
+        iv = details.get("interval")
+        contended = details.get("contended") or {}
+        if c["kind"] != "performance" or (iv is None and not contended):
+            continue
+        if iv is None:
+            span = "no interval"
+        elif iv.get("lo") is None or iv.get("hi") is None:
+            span = iv.get("why") or f"not supported by n={iv.get('n')}"
+        else:
+            span = (
+                f"[{iv['lo']:g}, {iv['hi']:g}] {iv.get('method', '')} n={iv.get('n')} runs={iv.get('runs')}"
+            )
+        line = f"{c['name']}: {c.get('measured')} {span} -> {c['verdict'].upper()} (bound {c.get('bound')})"
+        if contended:
+            line += " CONTENDED: " + "; ".join(f"{p}: {why}" for p, why in contended.items())
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def golden_diff(doc: dict) -> str:
     """Every golden check: identical, or a unified diff of the golden against the answer."""
     out = []
     for c in doc["checks"]:
-        if not c["name"].startswith("golden:"):
+        if family_of(c) != "golden":
             continue
         expected = (c.get("details") or {}).get("golden")
         actual = c.get("measured") or ""
@@ -135,19 +161,20 @@ def golden_diff(doc: dict) -> str:
     return "\n".join(out)
 
 
-def throughput_points(doc: dict) -> list[tuple[str, float, float]]:
+def throughput_points(doc: dict) -> list[tuple[str, float, float, tuple[float, float] | None]]:
+    """(series, concurrency, measured, its interval or None) of each throughput floor."""
     points = []
     for c in doc["checks"]:
         details = c.get("details") or {}
         metric, _, where = c["name"].split(":", 1)[-1].partition("@")
         workload = details.get("workload") or (where.rsplit("/", 1)[0] if "/" in where else "")
-        if (
-            c["name"].startswith("floor:")
-            and "throughput" in metric
-            and isinstance(c.get("measured"), int | float)
-        ):
+        if family_of(c) == "floor" and "throughput" in metric and isinstance(c.get("measured"), int | float):
             name = f"{metric} {workload}".strip()
-            points.append((name, float(details.get("concurrency", 1)), float(c["measured"])))
+            if (details.get("contended") or None) is not None:
+                name += " (contended)"  # never drawn as a clean number
+            iv = details.get("interval") or {}
+            bar = (iv["lo"], iv["hi"]) if iv.get("lo") is not None and iv.get("hi") is not None else None
+            points.append((name, float(details.get("concurrency", 1)), float(c["measured"]), bar))
     return points
 
 
@@ -220,6 +247,8 @@ def _attach_story(ctx, doc: dict, evidence_path: Path | None) -> None:
         _attach_text(
             reports_dir / rel, f"raw records: {Path(rel).name}", allure.attachment_type.JSON, secrets
         )
+    if table := intervals_text(doc):
+        allure.attach(redact(table, secrets), "intervals", allure.attachment_type.TEXT)
     summary = metric_summary(doc)
     if summary:
         allure.attach(

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dayzero import atomic
+from dayzero.checks import family_of
 from dayzero.escape import escape
 from dayzero.report import cardplan
 from dayzero.report.acceptance import carried, latest_evidence
@@ -27,7 +28,6 @@ from dayzero.spec.card import MODE, Claim, ModelCard, as_names
 from dayzero.spec.matrix import Matrix
 
 CARDS_DIR = "cards"
-SWEEP_PREFIX = "sweep:"
 
 
 @dataclass(frozen=True)
@@ -150,10 +150,12 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
     """The sweep points and per-sweep summaries of one evidence document."""
     points, summaries = [], []
     floors = {  # the sweep check's name -> its floor's check (`checks.sweep.sweep_floor_check`)
-        (c.get("details") or {}).get("sweep"): c for c in doc["checks"] if "@" + SWEEP_PREFIX in c["name"]
+        (c.get("details") or {}).get("sweep"): c
+        for c in doc["checks"]
+        if family_of(c) == "floor" and (c.get("details") or {}).get("sweep")
     }
     for check in doc["checks"]:
-        if not check["name"].startswith(SWEEP_PREFIX):
+        if family_of(check) != "sweep":
             continue
         d = check.get("details") or {}
         floor = floors.get(check["name"])

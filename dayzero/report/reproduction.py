@@ -14,6 +14,7 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from dayzero.checks import family_of
 from dayzero.clock import moment
 from dayzero.spec.card import floors_for
 from dayzero.spec.matrix import Matrix
@@ -35,7 +36,7 @@ def _measured(doc: dict) -> dict[str, float]:
     return {
         c["name"]: c["measured"]
         for c in doc["checks"]
-        if c["name"].startswith("floor:")
+        if family_of(c) == "floor"
         and isinstance(c.get("measured"), int | float)
         and not isinstance(c.get("measured"), bool)
     }
