@@ -98,9 +98,13 @@ def test_vendor_evidence_is_stored_marked_and_kept_out_of_the_labs_series(target
         store.ingest([("lab.json", night_doc(0, 100.0)), ("acme.json", night_doc(1, 140.0, vendor="acme"))])
         series = "output_throughput@random-64-32/c1"
         assert [p.value for p in store.series(CELL, series)] == [100.0]
-        both = store.series(CELL, series, vendor=True)
+        assert [p.value for p in store.series(CELL, series, vendor=True)] == [100.0]  # the lab's own
+        both = store.series(CELL, series, vendor=True, lab=history_store.ACROSS_LABS)
+        apart = store.cell_series(CELL, vendor=True)
         runs = store.runs(CELL)
     assert [(p.value, p.vendor) for p in both] == [(100.0, None), (140.0, "acme")]
+    # the vendor's values in a series of their own (issue 42, item 3), marked
+    assert [(p.value, p.vendor) for p in apart[("vendor:acme", series)][1]] == [(140.0, "acme")]
     assert [r["source"] for r in runs] == ["dayzero", "acme"]
 
 
@@ -260,9 +264,10 @@ def test_a_store_of_the_previous_schema_is_migrated_with_nothing_lost(target):
     _schema_2_store(target, docs)
     series = "output_throughput@random-64-32/c1"
     with open_store(target) as store:
-        assert store.version == len(history_store.MIGRATIONS) == 4
-        assert store.count() == 4 and store.labs() == ["unnamed"]
-        points = store.series(CELL, series, vendor=True)
+        assert store.version == len(history_store.MIGRATIONS) == 5
+        # schema 5: the vendor's run moved to its own origin (uid and lab), its points with it
+        assert store.count() == 4 and store.labs() == ["unnamed", "vendor:acme"]
+        points = store.series(CELL, series, vendor=True, lab=history_store.ACROSS_LABS)
         assert [(p.value, p.vendor) for p in points] == [
             (100.0, None),
             (90.0, None),

@@ -8,8 +8,10 @@ run ran (engine version, recipe digest, harness) and where (hosts, driver, weigh
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
+from dayzero.clock import parse_iso
 from dayzero.history.levels import direction, levels
 
 # the levels a history follows: throughputs, TTFT, inter-token latency (tails included)
@@ -52,12 +54,21 @@ class Run:
     @property
     def uid(self) -> str:
         """Globally unique with the cell: the controller that ran it and its run id there (two
-        labs' nights of one cell in the same second are two runs)."""
-        return uid(self.controller, self.run_id)
+        labs' nights of one cell in the same second are two runs), and a vendor's its origin
+        first (a vendor's run under a lab's controller and run id is another run)."""
+        return uid(self.controller, self.run_id, self.vendor)
 
 
-def uid(controller: str, run_id: str) -> str:
-    return f"{controller}/{run_id}"
+def uid(controller: str, run_id: str, vendor: str | None = None) -> str:
+    return f"{VENDOR_ORIGIN}{vendor}:{controller}/{run_id}" if vendor else f"{controller}/{run_id}"
+
+
+VENDOR_ORIGIN = "vendor:"  # a vendor's runs: uid and lab begin with it (no host name holds ':')
+
+
+def vendor_lab(vendor: str) -> str:
+    """The lab a vendor's runs belong to: its own series, never a lab's it names."""
+    return f"{VENDOR_ORIGIN}{vendor}"
 
 
 def _workload(check_name: str) -> str:
@@ -113,16 +124,36 @@ def lab_of(doc: dict) -> str:
     return doc["run"].get("lab") or UNNAMED_LAB
 
 
-def read(doc: dict) -> Run:
+def utc(text: str) -> str:
+    """A stated time in UTC, as the lab writes it (`+00:00`): the store orders runs as text, and
+    `+02:00` or `Z` text sorts otherwise than the instants it names."""
+    parsed = parse_iso(text)
+    if parsed is None or text.endswith("+00:00"):
+        return text
+    return parsed.astimezone(dt.UTC).isoformat()
+
+
+def vendor_of(doc: dict) -> str | None:
+    """Whose run it is when not the lab's: accepted vendor evidence names its vendor."""
     sub = doc.get("submission") or {}
+    if sub.get("vendor"):
+        return sub["vendor"]
+    source = doc.get("source", "dayzero")
+    return None if source == "dayzero" else source
+
+
+def read(doc: dict, vendor: str | None = None) -> Run:
+    """One document as the store keeps it; `vendor`: whose it is, whatever it says (a bundle's
+    kept copy, `sources`). A vendor's run is keyed and filed under its origin (`vendor_lab`)."""
+    vendor = vendor or vendor_of(doc)
     return Run(
         cell=doc["cell"],
         run_id=doc["run"]["id"],
-        lab=lab_of(doc),
+        lab=vendor_lab(vendor) if vendor else lab_of(doc),
         controller=doc["run"]["controller"],
-        finished=doc["run"]["finished"],
-        source=doc.get("source", "dayzero"),
-        vendor=sub.get("vendor") if sub else None,
+        finished=utc(doc["run"]["finished"]),
+        source=vendor or doc.get("source", "dayzero"),
+        vendor=vendor,
         verdict=doc["verdict"],
         facts=facts(doc),
         points=tuple(points(doc)),

@@ -4,7 +4,8 @@ A source that does not exist, or holds no evidence, is refused before the store 
 mistyped folder must never read as "0 runs" (and never empty a store under `--rebuild`). Files
 are parsed and validated in worker processes, by the evidence schema compiled once (`valid`: a
 real cell's document was ~1 ms of jsonschema, most of an ingest's time); the store receives
-only their rows (`rows.Rows`), in file order.
+only their rows (`rows.Rows`), in file order. A vendor's evidence is read as the vendor's: the
+accepted copy by its `submission`, a bundle's kept copy by where the reports keep it (`kept_by`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def _valid(doc: object) -> bool:
     return check is not None and check(doc)
 
 
+SUBMISSIONS_DIR = "submissions"  # where `submission accept` keeps bundles (submission.identity's)
 PARALLEL_FROM = 2000  # files: below this, starting workers costs more than it saves
 CHUNK = 256
 
@@ -61,6 +63,16 @@ def evidence_files(folders: Iterable[Path | str]) -> list[Path]:
     return out
 
 
+def kept_by(path: Path) -> str | None:
+    """The vendor whose accepted bundle keeps this file (reports/submissions/<vendor>/<bundle>/
+    evidence/...: the bundle's own copy, which says `source: dayzero` as the vendor's harness
+    wrote it), else None."""
+    parents = Path(path).parents
+    if len(parents) > 4 and parents[3].name == SUBMISSIONS_DIR and parents[0].name == evidence.EVIDENCE_DIR:
+        return parents[2].name
+    return None
+
+
 def read_file(path: Path) -> Rows:
     """One evidence file as the store keeps it; a bad file is named with its field."""
     try:
@@ -68,14 +80,14 @@ def read_file(path: Path) -> Rows:
     except (OSError, ValueError) as exc:
         raise ConfigError(path, "", f"not valid evidence: {str(exc).splitlines()[0]}") from None
     if _valid(doc):
-        return rows_of(path, read(doc))
+        return rows_of(path, read(doc, kept_by(path)))
     try:  # refused by the compiled check: jsonschema, the authority, says why (or lets it pass)
         evidence.validate(doc)
     except jsonschema.ValidationError as exc:
         raise ConfigError(
             path, format_path(exc.absolute_path), f"not valid evidence: {exc.message.splitlines()[0]}"
         ) from None
-    return rows_of(path, read(doc))
+    return rows_of(path, read(doc, kept_by(path)))
 
 
 def _read_or_error(path: Path) -> Rows | tuple[str, str, str]:

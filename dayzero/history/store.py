@@ -8,6 +8,8 @@ load differ.
 
 A run is keyed by its cell and a globally unique id, the controller that ran it and its run id
 there (`points.uid`), and belongs to a **lab**: a series is one lab's unless asked across labs.
+A vendor's accepted run is keyed and filed under its origin (`vendor:<vendor>`: uid and lab), so
+it never takes a lab run's place nor joins a lab's series.
 Ingest is one transaction and idempotent (the same night twice is one night; a run again replaces
 itself). The evidence JSON is the source of truth: `replace` deletes a scope (a lab, a time range)
 and ingests again, and refuses to delete a run it is not given again.
@@ -38,6 +40,12 @@ _POINT_COLUMNS = "uid, cell, series, value, higher_is_better"
 _POINTS = """(
     uid TEXT NOT NULL, cell TEXT NOT NULL, series TEXT NOT NULL,
     value DOUBLE PRECISION NOT NULL, higher_is_better INTEGER NOT NULL"""
+
+
+# the uid a run stored before schema 3 (no controller) has: a vendor's moved to its origin (5)
+def _schema_2_uid(a: str = "") -> str:
+    return f"(CASE WHEN {a}vendor IS NULL THEN '' ELSE 'vendor:' || {a}vendor || ':' END) || '/' || {a}run_id"
+
 
 MIGRATIONS = (
     # 1: runs (one per cell run, its facts as JSON text) and their points (one per series)
@@ -77,6 +85,21 @@ MIGRATIONS = (
     # 4: a cell's points are found through its runs (runs_lab_finished, then the points' key):
     # an index of its own on ~1M points was half the SQLite write of a year (8.0 -> 4.1 s of CPU)
     ("DROP INDEX points_series_v3",),
+    # 5: a vendor's run is keyed and filed under its origin (points.uid, points.vendor_lab): one
+    # stored under a lab's controller and run id (or a lab's name) moves to its own. A lab's night
+    # such a run had replaced comes back when the lab's evidence is ingested again.
+    (
+        f"INSERT INTO runs ({_RUN_COLUMNS}) SELECT 'vendor:' || vendor || ':' || uid, cell,"
+        " 'vendor:' || vendor, controller, run_id, finished, vendor, vendor, verdict, facts, path"
+        " FROM runs WHERE vendor IS NOT NULL AND substr(uid, 1, 7) <> 'vendor:'",
+        "INSERT INTO points (uid, cell, series, value, higher_is_better)"
+        " SELECT 'vendor:' || r.vendor || ':' || p.uid, p.cell, p.series, p.value, p.higher_is_better"
+        " FROM points p JOIN runs r ON r.uid = p.uid AND r.cell = p.cell"
+        " WHERE r.vendor IS NOT NULL AND substr(r.uid, 1, 7) <> 'vendor:'",
+        "DELETE FROM points WHERE (uid, cell) IN"
+        " (SELECT uid, cell FROM runs WHERE vendor IS NOT NULL AND substr(uid, 1, 7) <> 'vendor:')",
+        "DELETE FROM runs WHERE vendor IS NOT NULL AND substr(uid, 1, 7) <> 'vendor:'",
+    ),
 )
 
 
@@ -240,7 +263,8 @@ class Store:
         missing = self._execute(
             f"SELECT r.cell, r.lab, r.run_id, r.path FROM runs r WHERE {where} AND NOT EXISTS"
             " (SELECT 1 FROM incoming_runs i WHERE i.cell = r.cell"
-            " AND (i.uid = r.uid OR '/' || i.run_id = r.uid)) ORDER BY r.finished",
+            f" AND (i.uid = r.uid OR {_schema_2_uid('i.')} = r.uid))"
+            " ORDER BY r.finished",
             params,
         ).fetchall()
         if missing and not drop_missing:
@@ -257,7 +281,7 @@ class Store:
         """The incoming runs over the stored ones: their points replaced, a run of schema 2 (no
         controller) replaced by the same run ingested again."""
         self._execute(
-            "DELETE FROM runs WHERE controller = '' AND uid IN (SELECT '/' || run_id FROM incoming_runs)"
+            f"DELETE FROM runs WHERE controller = '' AND uid IN (SELECT {_schema_2_uid()} FROM incoming_runs)"
         )
         self._execute("DELETE FROM points WHERE (uid, cell) IN (SELECT uid, cell FROM incoming_runs)")
         updates = ", ".join(f"{c} = excluded.{c}" for c in _RUN_COLUMNS.split(", ")[2:])
@@ -296,9 +320,11 @@ class Store:
         return [r[0] for r in self._execute(sql + " ORDER BY lab", params).fetchall()]
 
     def latest_lab(self, cell: str) -> str | None:
-        """The lab of the cell's newest run (a picture drawn without a lab named is of it)."""
+        """The lab of the cell's newest run of a lab (a picture drawn without a lab named is of
+        it; a vendor's runs are in their own series, shown only when asked for)."""
         row = self._execute(
-            "SELECT lab FROM runs WHERE cell = ? ORDER BY finished DESC, uid DESC LIMIT 1", (cell,)
+            "SELECT lab FROM runs WHERE cell = ? AND vendor IS NULL ORDER BY finished DESC, uid DESC LIMIT 1",
+            (cell,),
         ).fetchone()
         return row[0] if row else None
 
