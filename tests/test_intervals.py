@@ -184,3 +184,11 @@ def test_a_phase_is_extended_while_a_floor_is_inconclusive_within_the_budget_onl
         answers, _, _ = until_conclusive(ep, never, 1, collect(ep, never, 1))
     assert len(answers) == 3 and list(kept) == ["perf-r-c1-r0", "perf-r-c1-r1", "perf-r-c1-r2"]
     assert "warmup" in kept["perf-r-c1-r0"] and "warmup" not in kept["perf-r-c1-r2"]
+
+
+def test_the_throughput_picture_draws_each_interval_as_an_error_bar():
+    from dayzero.report import plots
+
+    svg = plots.throughput_chart([("out", 1, 60.0, (55.0, 64.0)), ("out", 4, 100.0, None), ("x", 1, 50.0)])
+    assert svg.count('class="error-bar"') == 1 and 'data-series="out"' in svg
+    assert "95% interval" in svg

@@ -26,6 +26,9 @@ class Series:
     labels: tuple[str, ...] = ()  # one per point: the marker's tooltip and `data-point`
     line: bool = True  # False: markers only (a scatter)
     radius: float = 3.5
+    # one per point where given: the figure's interval (lo, hi) drawn as an error bar, or None
+    # where the sample supports none (`checks.intervals`)
+    bars: tuple[tuple[float, float] | None, ...] = ()
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -61,7 +64,8 @@ def line_chart(series: Sequence[Series], title: str, x_label: str, y_label: str)
     if not points:
         parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT / 2}" text-anchor="middle">no data</text></svg>')
         return "\n".join(parts)
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points] + [y for s in series for bar in s.bars if bar for y in bar]
     x_ticks = nice_ticks(min(0.0, min(xs)), max(xs))
     y_ticks = nice_ticks(min(0.0, min(ys)), max(ys))
     x0, x1, y0, y1 = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
@@ -97,6 +101,14 @@ def line_chart(series: Sequence[Series], title: str, x_label: str, y_label: str)
     for i, s in enumerate(series):
         colour = COLOURS[(i if s.colour is None else s.colour) % len(COLOURS)]
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        for (x, _), bar in zip(s.points, s.bars, strict=False):
+            if bar:  # the interval: a vertical bar with caps, behind the marker
+                x_at, lo, hi = sx(x), sy(bar[0]), sy(bar[1])
+                parts.append(
+                    f'<path class="error-bar" data-series="{esc(s.name)}" stroke="{colour}" '
+                    f'stroke-width="1.5" d="M{x_at:.1f},{lo:.1f}V{hi:.1f}M{x_at - 4:.1f},{lo:.1f}'
+                    f'h8M{x_at - 4:.1f},{hi:.1f}h8"/>'
+                )
         labelled = sorted(zip(s.points, s.labels or [""] * len(s.points), strict=True))
         pts = [p for p, _ in labelled]
         if s.line:
@@ -119,13 +131,18 @@ def line_chart(series: Sequence[Series], title: str, x_label: str, y_label: str)
     return "\n".join(parts)
 
 
-def throughput_chart(points: Sequence[tuple[str, float, float]]) -> str:
-    """(series name, concurrency, tok/s) from a cell's throughput floors -> one line per series."""
-    by_series: dict[str, list[tuple[float, float]]] = {}
-    for name, concurrency, value in points:
-        by_series.setdefault(name, []).append((float(concurrency), float(value)))
-    series = [Series(name, tuple(p)) for name, p in by_series.items()]
-    return line_chart(series, "Throughput versus concurrency", "concurrency", "tokens/s")
+def throughput_chart(points: Sequence[tuple]) -> str:
+    """(series name, concurrency, tok/s[, (lo, hi) or None]) from a cell's throughput floors ->
+    one line per series, each point with its interval's error bar where it has one."""
+    by_series: dict[str, list[tuple[tuple[float, float], tuple[float, float] | None]]] = {}
+    for name, concurrency, value, *bar in points:
+        by_series.setdefault(name, []).append(((float(concurrency), float(value)), bar[0] if bar else None))
+    series = [
+        Series(name, tuple(p for p, _ in ps), bars=tuple(b for _, b in ps)) for name, ps in by_series.items()
+    ]
+    return line_chart(
+        series, "Throughput versus concurrency (error bars: 95% interval)", "concurrency", "tokens/s"
+    )
 
 
 def latency_cdf_chart(quantiles: dict[str, dict[str, Sequence[tuple[float, float]]]]) -> str:
