@@ -67,6 +67,7 @@ class DeviceTool:
     host_power: bool = False  # the host's own counters: read after every accelerator tool
     visible_variable: str | None = None  # the runtime's mask of visible accelerators
     is_host: bool = False  # the host itself is the one accelerator (its memory is the host's)
+    cpu: bool = False  # the accelerator is the host's CPU: no kind publishes its bandwidth
     refusal: str = ""  # a tool known by name whose output dayzero cannot read: why
 
     # --- accelerators and memory --------------------------------------------------------------

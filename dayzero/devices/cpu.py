@@ -94,4 +94,5 @@ TOOL = Cpu(
     source="RAPL",
     host_power=True,
     is_host=True,
+    cpu=True,
 )

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dayzero import devices
 from dayzero.errors import ConfigError
 from dayzero.spec.card import ModelCard
 from dayzero.spec.shell import quote
@@ -32,46 +33,16 @@ PYXIS = "pyxis"
 IMAGE_MARK = "DAYZERO-IMAGE"  # the line of `version_check`'s output that names the image
 SHM_SIZE = "32g"  # the SGLang cookbook's `docker run --shm-size 32g`
 
-# Device flags by the catalogue's vendor, from each vendor's container guide.
-# NVIDIA: NVIDIA Container Toolkit (`--gpus all`); podman reaches it through CDI.
-# AMD: ROCm's "Running ROCm Docker containers" and SGLang's AMD GPU page (kfd + dri, video group,
-# unconfined seccomp for memory mapping).
-# Google: Cloud TPU containers run privileged on the host network.
-# AWS: Neuron containers get each /dev/neuron<N> device (one per accelerator counted).
-NVIDIA = {"docker": ("--gpus", "all"), "podman": ("--device", "nvidia.com/gpu=all")}
-AMD = (
-    "--device",
-    "/dev/kfd",
-    "--device",
-    "/dev/dri",
-    "--group-add",
-    "video",
-    "--cap-add",
-    "SYS_PTRACE",
-    "--security-opt",
-    "seccomp=unconfined",
-)
-
 
 def device_flags(runtime: str, vendor: str, accelerators: int | None) -> tuple[str, ...]:
-    """The flags that hand a host's accelerators of this vendor to the container."""
-    if vendor == "NVIDIA":
-        return NVIDIA[runtime]
-    if vendor == "AMD":
-        return AMD
-    if vendor == "Google":
-        return ("--privileged",)
-    if vendor == "AWS":
-        if not accelerators:
-            raise ValueError(
-                "AWS Neuron devices are passed one by one: the host's accelerator count is needed"
-            )
-        return tuple(flag for i in range(accelerators) for flag in ("--device", f"/dev/neuron{i}"))
-    if vendor == "any":  # a CPU host: nothing to pass
-        return ()
-    raise ValueError(
-        f"no container device flags are known for vendor {vendor!r}; run it with container: none"
-    )
+    """The flags that hand a host's accelerators of this vendor to the container: its device
+    tool's (`DeviceTool.container_flags`, from each vendor's container guide)."""
+    tool = devices.by_vendor(vendor)
+    if tool is None:
+        raise ValueError(
+            f"no container device flags are known for vendor {vendor!r}; run it with container: none"
+        )
+    return tool.container_flags(runtime, accelerators)
 
 
 def wrap(

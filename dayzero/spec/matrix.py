@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dayzero import devices
+from dayzero.devices import DeviceTool
 from dayzero.errors import ConfigError, raise_all
 from dayzero.spec import card as model_card
 from dayzero.spec import references, yamlfile
@@ -55,9 +57,14 @@ class Hardware:
     memory_source: str = ""  # where capacity_mib and working_set were read
 
     @property
+    def device(self) -> DeviceTool:
+        """The device tool its hosts are asked with (`dayzero.devices`, checked at load)."""
+        return devices.get(self.device_query)
+
+    @property
     def measured(self) -> bool:
         """Its bandwidth is the host's own, measured by preflight (no published figure)."""
-        return self.device_query == "nproc" and not (self.peak and self.peak.memory_bandwidth_gbs)
+        return self.device.cpu and not (self.peak and self.peak.memory_bandwidth_gbs)
 
 
 @dataclass(frozen=True)
@@ -138,9 +145,20 @@ class Matrix:
 
 
 def load_hardware(path: Path) -> dict[str, Hardware]:
+    """The catalogue; a `device_query` no installed device tool answers to is an error here."""
     data = yamlfile.load(path, "hardware")
     out = {}
     for name, fields in data["hardware"].items():
+        tool = fields["device_query"]
+        if tool not in devices.registered():
+            line = yamlfile.line_of(path, ["hardware", name, "device_query"])
+            raise ConfigError(
+                path,
+                f"hardware.{name}.device_query",
+                f"unknown device tool {tool!r}{devices.closest(tool)}; expected one of "
+                f"{sorted(devices.registered())} (a device tool is added by a dayzero.devices entry point)"
+                + (f" (line {line})" if line else ""),
+            )
         peak = fields.pop("peak", None)
         out[name] = Hardware(name=name, **fields, peak=Peak(**peak) if peak else None)
     return out

@@ -143,8 +143,8 @@ def facts_problem(facts: dict, hw: Hardware, accelerators) -> str:
     )
     if not isinstance(seen, int) or isinstance(seen, bool):
         return f"accelerators_seen {short(seen)}"
-    if hw.device_query == "nproc":
-        if seen != 1 or driver != NO_DRIVER:
+    if hw.device.is_host:  # the host is its one device (a CPU, a Mac): no accelerator driver
+        if seen != 1 or driver != hw.device.no_driver:
             return f"{seen} device(s), driver {short(driver)}: an accelerator host's"
         return ""
     if driver in (None, NO_DRIVER):
@@ -164,7 +164,12 @@ def check_facts(s: Subject, ref: Reference) -> list[Finding]:
         hw = ref.matrix.hardware[cell.hardware]
         if problem := facts_problem(_facts(host), hw, host.get("accelerators")):
             per = f"{hw.accelerators_per_node or '?'} x {hw.memory_gb or '?'} GB"
-            kind = "1 device (nproc), driver none (cpu)" if hw.device_query == "nproc" else f"{per}, a driver"
+            device = hw.device
+            kind = (
+                f"1 device ({device.name}), driver {device.no_driver}"
+                if device.is_host
+                else f"{per}, a driver"
+            )
             out.append(
                 Finding(
                     name,

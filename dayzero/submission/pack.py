@@ -151,7 +151,7 @@ def describe_system(matrix: Matrix, docs: list[dict], vendor: str, overrides: di
             "accelerators_per_node": hw.accelerators_per_node,
             "memory_gb": hw.memory_gb,
             "device_query": hw.device_query,
-            **({"driver": "none (cpu)"} if hw.device_query == "nproc" else {}),
+            **({"driver": hw.device.no_driver} if hw.device.is_host else {}),
         }
     engine_overrides = {e.get("name"): e for e in overrides.pop("engines", []) if isinstance(e, dict)}
     engines = []
