@@ -13,27 +13,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from dayzero import devices
 from dayzero.lab.lease import Lease
 from dayzero.spec.recipe import Recipe
 
-# The runtime's mask of visible accelerators by device tool. This belongs to the devices package
-# (issue 40 item 2: `DeviceTool.visible_variable` / `visible_env`); it moves there once it lands.
-VISIBLE = {
-    "nvidia-smi": "CUDA_VISIBLE_DEVICES",
-    "amd-smi": "HIP_VISIBLE_DEVICES",
-    "rocm-smi": "HIP_VISIBLE_DEVICES",
-    "neuron-ls": "NEURON_RT_VISIBLE_CORES",
-}
-HOST_TOOLS = ("nproc",)  # the host itself is the accelerator: no index to claim or mask
+
+def _variable(tool: str) -> str | None:
+    """The runtime's mask of visible accelerators for the device tool (`DeviceTool.visible_env`)."""
+    device = devices.registered().get(tool)
+    return device.visible_variable if device else None
 
 
 def claim(tool: str, used: int | None, hosts: int) -> int | None:
     """How many accelerators a cell claims on each of its `hosts`: None where the tool's host is
     its own accelerator, 0 (every one) where the mode states no size or no mask is known for the
     tool (its engine would see them all), else the mode's `used` spread over the hosts."""
-    if tool in HOST_TOOLS:
+    device = devices.registered().get(tool)
+    if device is not None and device.is_host:
         return None
-    if not used or tool not in VISIBLE:
+    if not used or _variable(tool) is None:
         return 0
     return -(-used // max(hosts, 1))
 
@@ -46,9 +44,9 @@ def masked(recipe: Recipe, leases: Sequence[Lease], tool: str) -> Recipe:
         for lease in leases
         if lease.devices and len(lease.devices) < (lease.host.accelerators or 0)
     }
-    if not share or tool not in VISIBLE:
+    variable = _variable(tool)
+    if not share or variable is None:
         return recipe
-    variable = VISIBLE[tool]
     launches = tuple(
         replace(lc, env=(*((k, v) for k, v in lc.env if k != variable), (variable, share[lc.host])))
         if lc.host in share
