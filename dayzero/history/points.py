@@ -75,11 +75,22 @@ def _workload(check_name: str) -> str:
     return check_name.split("@", 1)[1] if "@" in check_name else ""
 
 
+def clean(check: dict) -> bool:
+    """A measurement that is a product number: not judged invalid, not measured while a host was
+    contended (`details.contended`, phase -> what contended it). The others are gaps in a series,
+    never a level: a contended night's -30% is no regression."""
+    return check.get("verdict") != "invalid" and not (check.get("details") or {}).get("contended")
+
+
 def points(doc: dict) -> list[Point]:
-    """The followed metrics of a document's checks; a metric seen twice (two floors on one
-    workload carry the same summaries) is kept once, first wins."""
+    """The followed metrics of a document's clean checks (none of a broken run); a metric seen
+    twice (two floors on one workload carry the same summaries) is kept once, first wins."""
     out: dict[str, Point] = {}
+    if doc.get("verdict") == "broken":
+        return []  # the run broke: its numbers are no level of the product (a gap in its series)
     for check in doc.get("checks") or ():
+        if not clean(check):
+            continue
         name, kind, measured = check["name"], check["kind"], check.get("measured")
         details = check.get("details") or {}
         if kind == "performance":
