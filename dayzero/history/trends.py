@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, replace
 
 from dayzero.history import alarms, changes
 from dayzero.history.points import UNNAMED_LAB, lab_of
-from dayzero.history.store import SeriesPoint, Store
+from dayzero.history.store import ACROSS_LABS, SeriesPoint, Store
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,24 @@ class SeriesChange:
         }
 
 
+BROKEN = "broken"  # a run's verdict: the run, not the product, failed; its numbers are no level
+
+
+def clean_series(
+    store: Store, cell: str, vendor: bool = False, lab: str | None = None
+) -> dict[tuple[str, str], tuple[bool, list[SeriesPoint]]]:
+    """`store.cell_series` without the nights judged broken: those are gaps, never product
+    numbers (a contended host's -30% is not a regression). Invalid or contended measurements
+    never become points (`points.points`)."""
+    broken = {
+        r["run_id"] for r in store.runs(cell, ACROSS_LABS if lab is None else lab) if r["verdict"] == BROKEN
+    }
+    found = store.cell_series(cell, vendor=vendor, lab=lab)
+    if not broken:
+        return found
+    return {k: (higher, [p for p in pts if p.run_id not in broken]) for k, (higher, pts) in found.items()}
+
+
 def found(
     cell: str, series: str, higher: bool, points: list[SeriesPoint], lab: str = UNNAMED_LAB
 ) -> list[SeriesChange]:
@@ -85,7 +103,7 @@ def cell_changes(
     """Every change point of a cell's series whose night is on or after `since` (ISO date): each
     lab's series apart (`lab` None), one lab's, or every lab's runs as one (ACROSS_LABS)."""
     out = []
-    for (run_lab, series), (higher, points) in store.cell_series(cell, vendor=vendor, lab=lab).items():
+    for (run_lab, series), (higher, points) in clean_series(store, cell, vendor=vendor, lab=lab).items():
         out += [c for c in found(cell, series, higher, points, run_lab) if c.finished >= since]
     return out
 
@@ -139,7 +157,7 @@ def judged(
     new: list[alarms.Alarm] = []
     for cell in sorted(cells):
         lab, run_id = lab_of(cells[cell]), cells[cell]["run"]["id"]
-        for (_, series), (higher, points) in store.cell_series(cell, lab=lab).items():
+        for (_, series), (higher, points) in clean_series(store, cell, lab=lab).items():
             key = state_key(cell, lab, series)
             series_of.setdefault(series.split("@")[0], []).append((cell, higher, points))
             verdict = alarms.judge(
