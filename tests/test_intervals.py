@@ -192,3 +192,14 @@ def test_the_throughput_picture_draws_each_interval_as_an_error_bar():
     svg = plots.throughput_chart([("out", 1, 60.0, (55.0, 64.0)), ("out", 4, 100.0, None), ("x", 1, 50.0)])
     assert svg.count('class="error-bar"') == 1 and 'data-series="out"' in svg
     assert "95% interval" in svg
+
+
+def test_slo_attainment_and_goodput_carry_their_intervals():
+    from dayzero.checks.slo import pooled
+    from dayzero.spec.sweeps import Slo
+
+    runs = [_answer(0.02, 16, k)["records"] for k in range(3)]
+    got = pooled(runs, Slo(tpot_ms=20.0))  # about half the requests meet it
+    att, good = got["slo_intervals"]["attainment"], got["slo_intervals"]["goodput_tok_s"]
+    assert att["n"] == 48 and att["lo"] < got["attainment"] < att["hi"]
+    assert good["runs"] == 3 and good["lo"] <= got["goodput_tok_s"] <= good["hi"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from dayzero.checks.intervals import proportion_interval, rate_interval
 from dayzero.checks.metrics import completed, latencies, output_tokens
 from dayzero.spec.sweeps import Slo
 
@@ -55,6 +56,12 @@ def pooled(runs: Sequence[Sequence[Mapping]], slo: Slo) -> dict:
     met = sum(g["met"] for g in each)
     by_goodput = sorted(each, key=lambda g: g["goodput_tok_s"])
     mid = by_goodput[(len(by_goodput) - 1) // 2] if by_goodput else {}
+    # each request's output tokens if it met the SLO (else 0) over its own time: the bootstrap's
+    # units for goodput (`checks.intervals.rate_interval`)
+    timed = [
+        [(output_tokens(r) if meets(r, slo) else 0, r["end"] - r["send"]) for r in completed(run)]
+        for run in runs
+    ]
     return {
         "requests": requests,
         "met": met,
@@ -63,4 +70,8 @@ def pooled(runs: Sequence[Sequence[Mapping]], slo: Slo) -> dict:
         "goodput_tok_s": mid.get("goodput_tok_s", 0.0),
         "target": slo.target,
         "slo": slo.to_json(),
+        "slo_intervals": {  # beside a sweep point's own `intervals`
+            "attainment": proportion_interval(met, requests).to_json(),
+            "goodput_tok_s": rate_interval([g["goodput_tok_s"] for g in each], timed).to_json(),
+        },
     }

@@ -52,6 +52,7 @@ def point(
     row: dict = {"load": load, "label": sweep.label(load), "records": list(m.records)}
     for key in KEPT:
         row[key] = _median(m.values(key))
+    row["intervals"] = {k: m.intervals[k].to_json() for k in KEPT if k in m.intervals}
     row["failed_requests"] = m.failed_requests
     runs = [a["records"] for a in answers]
     gap = m.server_gap
