@@ -200,7 +200,7 @@ def run_checks(
     for family in FAMILIES:
         findings += run_family(family, subject, ref)
     if reports_dir is not None and not findings:
-        findings += identity.replays(subject, subject.vendor, identity.load_index(Path(reports_dir)))
+        findings += identity.replays(subject, subject.vendor, identity.known_runs(Path(reports_dir)))
     owner = cell_of_file(subject)
     groups = grouped(findings, owner)
     findings = [f for g in groups for f in (g.cause, *g.consequences)]

@@ -7,7 +7,9 @@ the host client, so shifting a run in time or renaming its requests keeps them).
 never stream a request with the same eight or more arrival times to the microsecond; a replayed
 one always does. Within a bundle no two records files may share a fingerprint (one run cannot
 back two cells, or two phases); across bundles the accepted index remembers every key
-(`load_index`, written by `dayzero.submission.accept`).
+(`load_index`, written by `dayzero.submission.accept`), with the vendor and bundle it came from,
+and the lab's own runs in its reports are known by the same keys (`lab_index`): a lab run
+re-signed by a vendor is the lab's, never the vendor's.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from dayzero import evidence
 from dayzero.errors import ConfigError
 from dayzero.run.records import is_records_file
 from dayzero.submission.bundle import Reference, Subject, sha256_file
@@ -25,6 +28,7 @@ from dayzero.submission.findings import Finding, short
 MIN_CHUNKS = 8  # fewer arrival times could meet by chance across millions of records
 SUBMISSIONS_DIR = "submissions"  # under the reports: the accepted bundles, and the index of their keys
 INDEX = f"{SUBMISSIONS_DIR}/index.json"
+LAB = "dayzero"  # the origin of the lab's own runs (evidence `source`), as the index names it
 
 
 def _sha(text: str) -> str:
@@ -61,23 +65,65 @@ def run_files(s: Subject) -> Iterator[tuple[str, str, list[str]]]:
 
 
 def replays(s: Subject, vendor: str, index: dict[str, dict]) -> list[Finding]:
-    """Records accepted before from another vendor or for another cell."""
+    """Records accepted before from another vendor or for another cell, or the lab's own run
+    (an index entry of origin LAB: `lab_index`), whoever claims it and for whichever cell."""
     out = []
     for cell, rel, known_by in run_files(s):
         prior = next(
-            (p for k in known_by if (p := index.get(k)) and (p["vendor"], p["cell"]) != (vendor, cell)), None
+            (
+                p
+                for k in known_by
+                if (p := index.get(k)) and (p["vendor"] == LAB or (p["vendor"], p["cell"]) != (vendor, cell))
+            ),
+            None,
         )
         if prior is not None:
+            whose = (
+                f"the lab's own run of {prior['cell']}"
+                if prior["vendor"] == LAB
+                else f"already accepted from {prior['vendor']} for {prior['cell']}"
+            )
             out.append(
                 Finding(
                     rel,
                     "identity.replay",
-                    f"records of {short(prior['file'], 80)} already accepted from {prior['vendor']} "
-                    f"for {prior['cell']}",
+                    f"records of {short(prior['file'], 80)}: {whose}",
                     f"records of {vendor}'s own run of {cell}",
                 )
             )
     return out
+
+
+def _lab_runs(reports_dir: Path) -> Iterator[tuple[str, str, dict]]:
+    """(cell, records file, its records) of every run of the lab's own evidence in the reports."""
+    for path in sorted((Path(reports_dir) / evidence.EVIDENCE_DIR).glob("*.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # not evidence the lab can vouch for: the acceptance table names it
+        if not isinstance(doc, dict) or "submission" in doc or doc.get("source", LAB) != LAB:
+            continue
+        for rel in doc.get("records") or ():
+            file = Path(reports_dir) / str(rel)
+            if isinstance(rel, str) and is_records_file(rel) and file.is_file():
+                try:
+                    yield str(doc.get("cell", "?")), rel, json.loads(file.read_text())
+                except (OSError, ValueError):
+                    continue
+
+
+def lab_index(reports_dir: Path) -> dict[str, dict]:
+    """Every key of the lab's own records in its reports, as index entries of origin LAB."""
+    out: dict[str, dict] = {}
+    for cell, rel, answer in _lab_runs(reports_dir):
+        for k in keys(answer):
+            out.setdefault(k, {"vendor": LAB, "cell": cell, "bundle_sha256": "", "file": rel})
+    return out
+
+
+def known_runs(reports_dir: Path) -> dict[str, dict]:
+    """What a bundle is held against: the accepted index, and the lab's own runs over it."""
+    return {**load_index(reports_dir), **lab_index(reports_dir)}
 
 
 def index_entries(s: Subject, vendor: str, bundle_sha256: str) -> dict[str, dict]:

@@ -1,0 +1,96 @@
+"""Whose run it is, after acceptance (issue 42, item 3): the lab's own runs are never a vendor's,
+and a vendor's never a lab's, in the replay index and the history store.
+
+The vendor is the synthetic lab of tests/submission_corpus (fast); the lab's reports are a folder
+beside it. The same checks on the main job's real bundle: tests/test_submission_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dayzero import evidence
+from dayzero.history.store import open_store
+from dayzero.submission.accept import accept
+
+from .submission_corpus.lab import VENDOR, Lab, make_lab
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Lab:
+    return make_lab(tmp_path_factory.mktemp("vendor-lab"))
+
+
+def test_the_labs_own_run_resigned_by_a_vendor_is_refused_as_the_labs(lab, tmp_path):
+    """The lab publishes its reports; a vendor packs that very run and signs it as its own."""
+    reports = tmp_path / "reports"
+    shutil.copytree(lab.reports, reports)  # the lab's own run, records and all
+    report, written = accept(lab.bundle, lab.ref, reports)
+    assert not report.accepted and written == []
+    replays = [f for f in report.findings if f.requirement == "identity.replay"]
+    assert replays and all("the lab's own run of" in f.found for f in replays), report.lines()
+    assert not (reports / "submissions").exists()
+
+
+def _lab_nights(lab: Lab, reports: Path) -> None:
+    """The lab's nights under the very controller and run ids the vendor's bundle states (a
+    vendor's choice), as the lab's reports keep them (their records not at hand: no replay)."""
+    for path in sorted((lab.reports / evidence.EVIDENCE_DIR).glob("*.json")):
+        doc = json.loads(path.read_text())
+        doc["run"]["lab"] = "nightly"
+        (reports / evidence.EVIDENCE_DIR).mkdir(parents=True, exist_ok=True)
+        (reports / evidence.EVIDENCE_DIR / path.name).write_text(json.dumps(doc))
+
+
+def _lab_series(store, cells) -> dict:
+    return {
+        cell: {
+            key: [(p.run_id, p.finished, p.value, p.vendor) for p in pts] for key, (_, pts) in found.items()
+        }
+        for cell in cells
+        if (found := store.cell_series(cell))
+    }
+
+
+def test_an_accepted_vendor_run_leaves_the_labs_nights_and_has_a_series_of_its_own(lab, tmp_path):
+    reports = tmp_path / "reports"
+    _lab_nights(lab, reports)
+    with open_store(tmp_path / "history.sqlite") as store:
+        store.ingest_folder(reports)
+        cells = store.cells()
+        before = _lab_series(store, cells)
+        runs_before = {cell: store.runs(cell) for cell in cells}
+    assert before and all(key[0] == "nightly" for series in before.values() for key in series)
+
+    report, written = accept(lab.bundle, lab.ref, reports)
+    assert report.accepted and written, report.lines()
+    kept = sorted((reports / "submissions" / VENDOR).rglob("evidence/*.json"))
+    assert kept  # the bundle's own copies, which say `source: dayzero`
+
+    with open_store(tmp_path / "history.sqlite") as store:
+        store.ingest_folder(
+            reports
+        )  # the lab's reports again: its nights, the accepted copies, the kept ones
+        assert _lab_series(store, cells) == before  # the lab's nights unchanged
+        for cell in cells:
+            runs = store.runs(cell)
+            labs = [r for r in runs if r["vendor"] is None]
+            assert labs == runs_before[cell]
+            theirs = [r for r in runs if r["vendor"] is not None]
+            # one vendor run per cell (its accepted and its kept copy are one), the vendor's own
+            assert [(r["vendor"], r["source"], r["lab"]) for r in theirs] == [
+                (VENDOR, VENDOR, f"vendor:{VENDOR}")
+            ]
+            own = store.cell_series(cell, vendor=True)
+            vendor_series = {k: pts for k, (_, pts) in own.items() if k[0] == f"vendor:{VENDOR}"}
+            assert vendor_series, cell
+            assert all(p.vendor == VENDOR for pts in vendor_series.values() for p in pts)
+            assert {
+                k: [(p.run_id, p.finished, p.value, p.vendor) for p in pts]
+                for k, (_, pts) in own.items()
+                if k[0] == "nightly"
+            } == before[cell]
