@@ -38,5 +38,5 @@ TOOL = NeuronLs(
     memory_query="neuron-ls --json-output",
     driver_query="cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | sed -n 1p",
     process_query="neuron-ls --json-output",
-    visible_variable="NEURON_RT_VISIBLE_CORES",
+    visible_variable="NEURON_RT_VISIBLE_CORES",  # NeuronCore ids (neuron-ls: neuroncore_ids), not devices
 )
