@@ -220,3 +220,53 @@ def test_cost_at_every_point_and_on_the_pareto_frontier():
     assert benchcard.frontier_cost_line(unpriced) == (
         "cost on the Pareto frontier: not known (no price per accelerator-hour for this hardware kind)"
     )
+
+
+def test_a_point_shows_its_intervals_and_a_contended_one_is_marked_and_off_the_frontier():
+    """Issue 41 items 1 and 4: each figure with its interval (a p99 its sample cannot support
+    says so), error bars on the Pareto; a point measured on a contended host is marked and never
+    on the frontier, however fast it looked."""
+    iv = {"lo": 40.0, "hi": 44.0, "n": 48, "runs": 3, "method": "bootstrap", "confidence": 0.95}
+    no_p99 = {
+        "lo": None,
+        "hi": None,
+        "n": 16,
+        "runs": 1,
+        "method": "order-statistic",
+        "why": "p99 not supported by n=16",
+    }
+    quiet = {
+        "load": 1,
+        "label": "c1",
+        "records": ["r/sweep-conc-c1-r0.json"],
+        "output_throughput_per_accelerator": 42.0,
+        "median_interactivity": 40.0,
+        "p99_ttft_ms": 90.0,
+        "intervals": {"output_throughput_per_accelerator": iv, "p99_ttft_ms": no_p99},
+    }
+    busy = {
+        "load": 2,
+        "label": "c2",
+        "records": ["r/sweep-conc-c2-r0.json"],
+        "output_throughput_per_accelerator": 80.0,
+        "median_interactivity": 45.0,
+        "intervals": {},
+    }
+    sweep = {
+        "sweep": "conc",
+        "kind": "concurrency",
+        "workload": "w",
+        "points": [quiet, busy],
+        "contended": {"sweep-conc-c2-r0": "h1: host contended: load 3.1 on 2 cores"},
+    }
+    check = {"name": "sweep:conc@w", "verdict": "passed", "message": "2 point(s)", "details": sweep}
+    doc = {"cell": "m/cpu/low/base", "mode": "low", "strategy": "base", "checks": [check]}
+    (a, b), _ = benchcard.points_of(doc, "e.json", None)
+    assert not a.contended and b.contended == "h1: host contended: load 3.1 on 2 cores"
+    on = frontier([p for p in (a, b) if not p.contended])
+    assert on == {a.id}, "the contended point beats the quiet one on both axes, and is still left out"
+    card = BenchCard("m", "cpu", "M", (replace(a, frontier=True), b), ())
+    md = benchcard.to_markdown(card, "cpu")
+    assert "42 \\[40, 44\\]" in md and "p99 not supported by n=16" in md  # markdown escapes brackets
+    assert "host contended: load 3.1" in md
+    assert pareto_svg(card).count('class="error-bar"') == 1

@@ -203,3 +203,24 @@ def test_slo_attainment_and_goodput_carry_their_intervals():
     att, good = got["slo_intervals"]["attainment"], got["slo_intervals"]["goodput_tok_s"]
     assert att["n"] == 48 and att["lo"] < got["attainment"] < att["hi"]
     assert good["runs"] == 3 and good["lo"] <= got["goodput_tok_s"] <= good["hi"]
+
+
+def test_the_allure_story_lists_each_figure_with_its_interval_and_contention():
+    from dayzero.report.allure_cell import intervals_text, throughput_points
+
+    iv = {"lo": 40.0, "hi": 44.0, "n": 48, "runs": 3, "method": "bootstrap"}
+    no_p99 = {"lo": None, "hi": None, "n": 16, "runs": 1, "why": "p99 not supported by n=16"}
+    busy = {"perf-w-c1-r1": "h1: busy"}
+    checks = [
+        {"name": "floor:output_throughput@w/c1", "kind": "performance", "verdict": "passed", "message": "",
+         "measured": 42.0, "bound": 20.0, "family": "floor",
+         "details": {"interval": iv, "concurrency": 1, "workload": "w", "contended": busy}},
+        {"name": "floor:p99_ttft_ms@w/c1", "kind": "performance", "verdict": "inconclusive", "message": "",
+         "measured": 90.0, "bound": 100.0, "family": "floor", "details": {"interval": no_p99}},
+    ]  # fmt: skip
+    text = intervals_text({"checks": checks})
+    assert "[40, 44] bootstrap n=48 runs=3 -> PASSED" in text and "CONTENDED: perf-w-c1-r1: h1: busy" in text
+    assert "p99 not supported by n=16 -> INCONCLUSIVE" in text
+    assert throughput_points({"checks": checks}) == [
+        ("output_throughput w (contended)", 1.0, 42.0, (40.0, 44.0))
+    ]

@@ -60,6 +60,10 @@ class Point:
     cost_per_million: float | None
     evidence: str
     frontier: bool = False
+    # each figure's 95% interval as the evidence keeps it (`checks.intervals`: lo, hi, n, why);
+    # empty in evidence written before intervals
+    intervals: Mapping[str, Mapping] = field(default_factory=dict)
+    contended: str = ""  # what contended a host while the point was measured: never a clean number
 
     @property
     def id(self) -> str:
@@ -174,8 +178,15 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
                 **({"floor": _floor_summary(floor)} if floor else {}),
             }
         )
+        contended = d.get("contended") or {}
         for p in d.get("points") or ():
             per_acc = p.get("output_throughput_per_accelerator")
+            marks = [
+                why
+                for phase, why in contended.items()
+                for rel in p.get("records") or ()
+                if rel.endswith(f"/{phase}.json")
+            ]
             points.append(
                 Point(
                     cell=doc["cell"],
@@ -205,6 +216,8 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
                     ),
                     cost_per_million=per_million_tokens(price, per_acc),
                     evidence=evidence_path,
+                    intervals={**(p.get("intervals") or {}), **(p.get("slo_intervals") or {})},
+                    contended="; ".join(dict.fromkeys(marks)),
                 )
             )
     return points, summaries
@@ -236,7 +249,9 @@ def build(matrix: Matrix, reports_dir: Path, price_of: Mapping[str, Price] | Non
                     used.append(rel)
                 points += got
                 summaries += sums
-            on = frontier([p for p in points if p.kind != "context"])
+            # a point measured on a contended host is shown, marked, but is no clean number to
+            # draw a frontier through (issue 41, item 4)
+            on = frontier([p for p in points if p.kind != "context" and not p.contended])
             points = [replace(p, frontier=p.id in on) for p in points]
             docs = {c.id: latest[c.id][1] for c in cells if c.id in latest}
             supported = [c for c in cells if c.supported]
@@ -274,13 +289,14 @@ def pareto_svg(card: BenchCard) -> str:
     several = len({(p.mode, p.strategy) for p in shown}) > 1  # else the legend names the sweep alone
     for p in shown:
         name = f"{p.mode}/{p.strategy} {p.sweep}" if several else f"{p.sweep} ({p.kind})"
-        series.setdefault(name, []).append(p)
+        series.setdefault("measured on a contended host" if p.contended else name, []).append(p)
     charts = [
         Series(
             name,
             tuple((p.tok_s_per_user, p.tok_s_per_accelerator) for p in pts),
             labels=tuple(p.id for p in pts),
             line=False,
+            bars=tuple(_bar(p, "output_throughput_per_accelerator") for p in pts),
         )
         for name, pts in series.items()
     ]
@@ -323,6 +339,21 @@ CONTEXT_CHARTS = {
 }
 
 
+INTERVAL_OF = {
+    "ttft_p50_ms": "median_ttft_ms",
+    "tpot_p50_ms": "median_tpot_ms",
+    "itl_p50_ms": "median_itl_ms",
+}
+
+
+def _bar(p: Point, key: str) -> tuple[float, float] | None:
+    """A point's figure's interval as an error bar; None where it has none."""
+    iv = (p.intervals or {}).get(key) or {}
+    return (
+        (float(iv["lo"]), float(iv["hi"])) if iv.get("lo") is not None and iv.get("hi") is not None else None
+    )
+
+
 def context_svg(card: BenchCard, chart: str = "context") -> str:
     """Against input length, per context sweep: TTFT (`context`), or decode time per token and
     ITL (`decode`; on its own axis, seconds of prefill would flatten it)."""
@@ -336,14 +367,15 @@ def context_svg(card: BenchCard, chart: str = "context") -> str:
         )
         name = f"{p_cell[0]}/{p_cell[1]} " if len(cells) > 1 else ""  # the legend is narrow
         for metric, attr, dashed in metrics:
-            got = [(p.load, getattr(p, attr), p.id) for p in pts if getattr(p, attr) is not None]
+            got = [p for p in pts if getattr(p, attr) is not None]
             charts.append(
                 Series(
                     f"{name}{metric}",
-                    tuple((x, y) for x, y, _ in got),
+                    tuple((p.load, getattr(p, attr)) for p in got),
                     colour=len(charts),
                     dashed=dashed,
-                    labels=tuple(f"{pid} {metric}" for _, _, pid in got),
+                    labels=tuple(f"{p.id} {metric}" + (" (contended)" if p.contended else "") for p in got),
+                    bars=tuple(_bar(p, INTERVAL_OF[attr]) for p in got),
                 )
             )
     return line_chart(charts, f"{card.model} on {card.kind}: {title} vs input length", "input tokens", "ms")
@@ -355,20 +387,41 @@ COLUMNS = (
     ("mode/strategy", lambda p: f"{p.mode}/{p.strategy}"),
     ("sweep", lambda p: p.sweep),
     ("load", lambda p: p.label),
-    ("tok/s/acc", lambda p: p.tok_s_per_accelerator),
-    ("tok/s/user", lambda p: p.tok_s_per_user),
-    ("TTFT p50", lambda p: p.ttft_p50_ms),
-    ("TTFT p99", lambda p: p.ttft_p99_ms),
-    ("ITL p50", lambda p: p.itl_p50_ms),
-    ("ITL p99", lambda p: p.itl_p99_ms),
-    ("SLO att.", lambda p: None if p.attainment is None else f"{p.attainment:.0%}"),
-    ("goodput tok/s", lambda p: p.goodput_tok_s),
+    ("tok/s/acc", lambda p: _with(p, "output_throughput_per_accelerator", p.tok_s_per_accelerator)),
+    ("tok/s/user", lambda p: _with(p, "median_interactivity", p.tok_s_per_user)),
+    ("TTFT p50", lambda p: _with(p, "median_ttft_ms", p.ttft_p50_ms)),
+    ("TTFT p99", lambda p: _with(p, "p99_ttft_ms", p.ttft_p99_ms)),
+    ("ITL p50", lambda p: _with(p, "median_itl_ms", p.itl_p50_ms)),
+    ("ITL p99", lambda p: _with(p, "p99_itl_ms", p.itl_p99_ms)),
+    ("SLO att.", lambda p: _attainment(p)),
+    ("goodput tok/s", lambda p: _with(p, "goodput_tok_s", p.goodput_tok_s)),
     ("goodput req/s", lambda p: p.goodput_rps),
     ("client-server TTFT gap", lambda p: _gap(p)),
     ("J/token", lambda p: p.joules_per_token),
     ("cost/1M tok", lambda p: p.cost_per_million),
     ("Pareto", lambda p: "yes" if p.frontier else ""),
+    ("contended", lambda p: p.contended or None),
 )
+
+
+def _with(p: Point, key: str, value: float | None) -> str | None:
+    """A figure with its 95% interval, or what its sample cannot support (a p99 of 16 requests
+    is no number): `52.1 [48.2, 55.0]`, `not supported by n=16`."""
+    iv = (p.intervals or {}).get(key)
+    if value is None or not iv:
+        return None if value is None else _cell(float(value))
+    if iv.get("lo") is None or iv.get("hi") is None:
+        return iv.get("why") or f"not supported by n={iv.get('n')}"
+    return f"{_cell(float(value))} [{_cell(float(iv['lo']))}, {_cell(float(iv['hi']))}]"
+
+
+def _attainment(p: Point) -> str | None:
+    if p.attainment is None:
+        return None
+    iv = (p.intervals or {}).get("attainment") or {}
+    if iv.get("lo") is None or iv.get("hi") is None:
+        return f"{p.attainment:.0%}"
+    return f"{p.attainment:.0%} [{iv['lo']:.0%}, {iv['hi']:.0%}]"
 
 
 def _gap(p: Point) -> str | None:
