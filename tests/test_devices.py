@@ -268,5 +268,5 @@ def test_a_device_tool_installed_by_entry_point_is_used_everywhere(toy, tmp_path
     assert power_problem({**merged, "toy_smi": "not a list"}) == "power.toy_smi: a list of {t, text} readings"
 
     assert container.device_flags("docker", "Toy", 2) == ("--device", "/dev/toy")
-    assert devicemask.claim("toy-smi", 1, 1) == 1
+    assert devicemask.claim("toy-smi", 1) == 1
     assert kind.device.visible_env([1]) == {"TOY_VISIBLE_CHIPS": "1"}

@@ -229,3 +229,6 @@ def test_a_claim_short_of_accelerators_keeps_none_of_them(tmp_path):
     assert isinstance(try_acquire(t, "b", "c", "w", devices=2), str)  # got 3, not 2: all or none
     assert not Path(t.host.workdir, "leases", "acc-3").exists()
     assert try_acquire(t, "c", "c", "w", devices=1).devices == (3,)
+
+    other = LocalTransport(gpu_host(tmp_path / "tp16", accelerators=4))
+    assert try_acquire(other, "d", "c", "w", devices=16).devices == (0, 1, 2, 3), "a host caps a claim"

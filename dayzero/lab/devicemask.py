@@ -24,16 +24,17 @@ def _variable(tool: str) -> str | None:
     return device.visible_variable if device else None
 
 
-def claim(tool: str, used: int | None, hosts: int) -> int | None:
-    """How many accelerators a cell claims on each of its `hosts`: None where the tool's host is
+def claim(tool: str, used: int | None) -> int | None:
+    """How many accelerators a cell claims on each of its hosts: None where the tool's host is
     its own accelerator, 0 (every one) where the mode states no size or no mask is known for the
-    tool (its engine would see them all), else the mode's `used` spread over the hosts."""
+    tool (its engine would see them all), else the mode's `used`, which a host caps at its own
+    count (TP16 over two nodes of 8 takes both whole; each role of a PD cell of TP2 takes 2)."""
     device = devices.registered().get(tool)
     if device is not None and device.is_host:
         return None
     if not used or _variable(tool) is None:
         return 0
-    return -(-used // max(hosts, 1))
+    return used
 
 
 def masked(recipe: Recipe, leases: Sequence[Lease], tool: str) -> Recipe:

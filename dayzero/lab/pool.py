@@ -201,8 +201,8 @@ class HostPool:
         used: int | None = None,
     ) -> Held:
         """Lease `needed` hosts, preflight them, and swap out any that fail until none are left.
-        `used`: the accelerators the cell's mode states (`parallel`), claimed by index across
-        the hosts (`devicemask.claim`); None: every accelerator of each host.
+        `used`: the accelerators the cell's mode states (`parallel`), claimed by index on each
+        host (`devicemask.claim`); None: every accelerator of each host.
 
         The keeper of the returned hosts is already touching the leases; `release` stops it.
         """
@@ -222,7 +222,7 @@ class HostPool:
                     skip=lambda h: h.name in self.quarantined(),
                     ttl=int(self.ttl),
                     on_unreachable=lambda host, exc: self.quarantine(host, str(exc)),
-                    devices=devicemask.claim(hardware.device_query, used, needed),
+                    devices=devicemask.claim(hardware.device_query, used),
                 )
             except TooFewHosts:
                 raise InfrastructureError(self.too_few(candidates, needed, hardware.name)) from None
