@@ -76,6 +76,7 @@ def test_proportion_and_mean_intervals():
     acc = proportion_interval(5, 10)
     assert acc.lo < 0.5 < acc.hi and round(acc.lo, 3) == 0.237
     assert not proportion_interval(0, 0).supported
+    assert proportion_interval(5, 4).why == "5 of 4 is no proportion"
     m = mean_interval([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]])
     assert m.lo <= 2.0 <= m.hi
 

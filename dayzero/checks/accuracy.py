@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dayzero.checks import FAILED, PASSED, CheckResult
+from dayzero.checks.intervals import proportion_interval
 from dayzero.errors import ConfigError
 from dayzero.spec.card import AccuracyGate
 
@@ -125,5 +126,6 @@ def check_accuracy(gate: AccuracyGate, items: Sequence[EvalItem], records: Seque
             "style": gate.style,
             "wrong_examples": wrong,
             "summary": message,
+            "interval": proportion_interval(correct, total).to_json(),  # 95% Wilson, over the questions
         },
     )

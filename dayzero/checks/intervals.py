@@ -156,6 +156,8 @@ def proportion_interval(successes: int, n: int) -> Interval:
     """Wilson score interval of a proportion (an accuracy, an SLO attainment)."""
     if n <= 0:
         return Interval(None, None, 0, 1, "wilson", why="not supported by n=0")
+    if not 0 <= successes <= n:
+        return Interval(None, None, n, 1, "wilson", why=f"{successes} of {n} is no proportion")
     z = statistics.NormalDist().inv_cdf(1 - (1 - CONFIDENCE) / 2)
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from dayzero import engines
 from dayzero.checks import FAILED, PASSED, CheckResult
+from dayzero.checks.intervals import proportion_interval
 from dayzero.engines.prometheus import SpecCounters, readable
 
 
@@ -73,6 +74,14 @@ def check_acceptance(
                 "draft_tokens": delta.draft_tokens,
                 "accepted": delta.accepted,
                 "acceptance_rate": delta.acceptance_rate,
+                # draft tokens accepted as a proportion (Wilson; tokens of one draft are not
+                # independent, so the interval is a narrow reading); no per-request sample exists
+                # for the accept length: the counters give one total per phase
+                "intervals": {
+                    "acceptance_rate": proportion_interval(
+                        int(delta.accepted), int(delta.draft_tokens)
+                    ).to_json()
+                },
             }
         )
     problems = []
@@ -102,3 +111,7 @@ def check_acceptance(
         bound=bound,
         details=details,
     )
+
+
+def _rate_interval(accepted: float, proposed: float) -> dict:
+    return proportion_interval(int(accepted), int(proposed)).to_json()
