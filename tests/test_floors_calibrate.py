@@ -1,0 +1,78 @@
+"""`dayzero floors calibrate` (issue 41, item 2): floors at a stated fraction of the worst quiet
+run's interval bound, with provenance; a contended or invalid number never feeds one."""
+
+from __future__ import annotations
+
+import yaml
+
+from dayzero import evidence
+from dayzero.checks.calibration import calibrate, cpu_kind
+from dayzero.cli import main
+
+CELL = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
+EPYC = {"arch": "x86_64", "cpu": "AMD EPYC 9B14 96-Core Processor", "isa": ["avx2", "avx512f"]}
+SAPPHIRE = {"arch": "x86_64", "cpu": "Intel(R) Xeon(R) Platinum 8481C", "isa": ["avx512f", "amx_tile"]}
+
+
+def run_doc(run: str, lo: float, hi: float, tpot_hi: float, *, contended: bool = False) -> dict:
+    def floor(metric, direction, measured, iv, bound):
+        details = {"workload": "random-64-32", "concurrency": 1, "direction": direction, "interval": iv}
+        if contended:
+            details["contended"] = {"perf-random-64-32-c1-r0": "local: host contended"}
+        name = f"floor:{metric}@random-64-32/c1"
+        return {"name": name, "kind": "performance", "verdict": "passed", "message": "m",
+                "measured": measured, "bound": bound, "details": details, "family": "floor"}  # fmt: skip
+
+    when = f"2026-12-07T01:0{run[-1]}:00+00:00"
+    facts = {"cpus": 2, "machine": EPYC}
+    return {
+        "schema_version": 1, "cell": CELL, "model": "smollm2-135m", "hardware": "cpu", "mode": "low_latency",
+        "strategy": "baseline", "options": [], "source": "dayzero",
+        "run": {"id": run, "started": when, "finished": when, "by": "t", "controller": "t",
+                "worker": "master", "harness_version": "0.1.0"},
+        "recipe": {"digest": "d", "launches": []}, "engine": {"name": "llama.cpp", "version": "b1"},
+        "hosts": [{"name": "local", "hardware": "cpu", "accelerators": 0, "facts": facts,
+                   "lease": {"slot": 0}}],
+        "checks": [
+            floor("output_throughput", "min", (lo + hi) / 2, {"lo": lo, "hi": hi, "n": 16, "runs": 3}, 10),
+            floor("median_tpot_ms", "max", 15.0, {"lo": 12.0, "hi": tpot_hi, "n": 48, "runs": 3}, 250),
+        ],
+        "verdict": "passed",
+    }  # fmt: skip
+
+
+def test_the_floor_is_a_fraction_of_the_worst_runs_bound_and_contention_feeds_nothing():
+    docs = [
+        run_doc("r1", 55.0, 60.0, 17.0),
+        run_doc("r2", 50.0, 58.0, 19.0),
+        run_doc("r3", 20.0, 25.0, 90.0, contended=True),
+    ]
+    got = calibrate(CELL, docs, 0.6)
+    floors = {f.metric: f for f in got.floors}
+    assert floors["output_throughput"].bound == 30.0 and floors["output_throughput"].sides == (55.0, 50.0)
+    assert floors["median_tpot_ms"].bound == 31.7  # 19 / 0.6, three significant digits
+    assert len(got.left_out) == 2 and all("r3" in w and "contended" in w for w in got.left_out)
+    assert got.provenance["cpu_kinds"] == ["amd-epyc-avx512"] and got.provenance["runs"] == ["r1", "r2", "r3"]
+
+
+def test_cpu_kinds_tell_the_machines_apart():
+    assert cpu_kind(EPYC) == "amd-epyc-avx512"
+    assert cpu_kind(SAPPHIRE) == "intel-xeon-amx"
+    assert cpu_kind(None) == "unknown"
+
+
+def test_the_verb_reads_runs_and_writes_the_floors_file_with_provenance(tmp_path, capsys):
+    for i, (lo, hi) in enumerate(((55.0, 60.0), (52.0, 57.0)), 1):
+        evidence.write(tmp_path / f"run{i}", run_doc(f"r{i}", lo, hi, 18.0))
+    out = tmp_path / "floors.yaml"
+    argv = ["floors", "calibrate", CELL, "--from", str(tmp_path / "run1"), "--from", str(tmp_path / "run2")]
+    assert main([*argv, "--fraction", "0.5", "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["cell"] == CELL and doc["fraction"] == 0.5 and doc["provenance"]["runs"] == ["r1", "r2"]
+    assert doc["provenance"]["hosts"]["local"]["machine"]["cpu"].startswith("AMD EPYC")
+    assert {f["metric"]: f.get("min", f.get("max")) for f in doc["floors"]} == {
+        "output_throughput": 26.0,
+        "median_tpot_ms": 36.0,
+    }
+    assert "output_throughput" in capsys.readouterr().out
+    assert main(["floors", "calibrate", CELL, "--from", str(tmp_path / "none"), "--out", str(out)]) == 2
