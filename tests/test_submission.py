@@ -336,8 +336,9 @@ def test_max_in_flight_counts_overlaps_and_lets_an_end_free_its_slot():
     )
 
 
-def test_diff_reports_only_what_the_claim_states_differently():
-    assert list(diff({"a": 1.0, "b": [1, 2]}, {"a": 1.0, "b": [1, 2], "extra": 3}, "x")) == []
+def test_diff_reports_what_the_claim_states_differently_or_leaves_out():
+    assert list(diff({"a": 1.0, "b": [1, 2]}, {"a": 1.0, "b": [1, 2]}, "x")) == []
+    assert list(diff({"a": 1.0}, {"a": 1.0, "fit": {"slope": 2}}, "x")) == [("x.fit", MISSING, {"slope": 2})]
     assert list(diff({"a": 1.0}, {"a": 1.0 + 1e-6}, "x")) == [("x.a", 1.0, 1.0 + 1e-6)]
     assert list(diff({"a": True}, {"a": 1}, "x")) == [("x.a", True, 1)]
     assert list(diff({"z": 1}, {}, "x")) == [("x.z", 1, MISSING)]

@@ -23,6 +23,7 @@ from dayzero.run.records import cell_folder
 from dayzero.spec.matrix import load_matrix
 from dayzero.submission import (
     antigaming,
+    claims_answer,
     completeness,
     configuration,
     engine_account,
@@ -50,6 +51,7 @@ FAMILIES = (
     schema.CHECKS,
     completeness.CHECKS,
     recompute.CHECKS,
+    claims_answer.CHECKS,
     antigaming.CHECKS,
     inputs.CHECKS,
     identity.CHECKS,

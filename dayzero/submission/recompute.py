@@ -91,7 +91,8 @@ def _same(a, b) -> bool:
 
 
 def diff(claimed, recomputed, path: str) -> Iterator[tuple[str, object, object]]:
-    """Leaves the claim states that the recomputation does not reproduce (its extra keys are fine)."""
+    """Leaves where the claim and the recomputation differ, compared in full: a key the claim
+    leaves out (a failing attainment, a sweep's fit) is one, claimed MISSING (issue 42, item 2)."""
     if isinstance(claimed, dict):
         if not isinstance(recomputed, dict):
             yield path, claimed, recomputed
@@ -101,6 +102,8 @@ def diff(claimed, recomputed, path: str) -> Iterator[tuple[str, object, object]]
                 yield f"{path}.{key}", value, MISSING
             else:
                 yield from diff(value, recomputed[key], f"{path}.{key}")
+        for key in recomputed.keys() - claimed.keys():
+            yield f"{path}.{key}", MISSING, recomputed[key]
     elif isinstance(claimed, list):
         if not isinstance(recomputed, list) or len(claimed) != len(recomputed):
             yield path, claimed, recomputed
@@ -142,7 +145,8 @@ def check_claims(s: Subject, ref: Reference) -> list[Finding]:
                         if b is MISSING
                         else f"{short(b)} from the raw records"
                     )
-                    out.append(Finding(name, "recompute.claim", f"{path} = {short(a)}", expected))
+                    found = f"{path} left out" if a is MISSING else f"{path} = {short(a)}"
+                    out.append(Finding(name, "recompute.claim", found, expected))
     return out
 
 

@@ -949,3 +949,68 @@ CASES += [
         engines=LLAMA_LOG,
     ),
 ]
+
+
+# -- nothing shown that was not recomputed (issue 42, item 2) ----------------------------------------
+
+
+def sweep_part_left_out(prefix: str, drop: Callable[[dict], None]) -> Callable[[Members], Members]:
+    """A number the recomputation produces, left out of a sweep's claim (the card then shows "-")."""
+
+    def edit(members: Members) -> Members:
+        ev = evidence_name(members, mode="low_latency" if prefix == "sweep:ctx@" else "high_throughput")
+
+        def change(doc):
+            for check in doc["checks"]:
+                if check["name"].startswith(prefix):
+                    drop(check["details"])
+
+        return edit_json(members, ev, change)
+
+    return edit
+
+
+def _busiest_attainment(details: dict) -> None:
+    details["points"][-1].pop("attainment")
+
+
+def _growth_fit(details: dict) -> None:
+    details.pop("fit")
+
+
+def claim_answered_unpublished(members: Members) -> Members:
+    """A `claims` answer ("reproduced") for a card that publishes no claims for the cell."""
+    entry = {
+        "claim": "vendor-fastest",
+        "status": "reproduced",
+        "published": 100.0,
+        "unit": "per_user",
+        "workload": "random-64-32",
+        "concurrency": 1,
+        "source": "https://vendor.example/blog",
+        "measured": 120.0,
+        "ratio": 1.2,
+        "reason": "median 120 over 3 run(s) >= 90 (100 - 10%)",
+    }
+    return edit_json(members, evidence_name(members), lambda doc: doc.setdefault("claims", []).append(entry))
+
+
+CASES += [
+    Case(
+        "sweep-attainment-left-out",
+        "recompute.claim",
+        edited(sweep_part_left_out("sweep:rate@", _busiest_attainment), sign=True),
+        engines=SWEPT,
+    ),
+    Case(
+        "sweep-growth-fit-left-out",
+        "recompute.claim",
+        edited(sweep_part_left_out("sweep:ctx@", _growth_fit), sign=True),
+        engines=SWEPT,
+    ),
+    Case(
+        "claim-answered-for-a-card-without-claims",
+        "claims.answer",
+        edited(claim_answered_unpublished, sign=True),
+    ),
+]
