@@ -118,7 +118,10 @@ def test_an_inconclusive_floor_is_never_green_and_a_contended_phase_is_marked(tm
     unsure["checks"][0]["verdict"] = "inconclusive"
     unsure["checks"][0]["message"] = "interval [12, 19] straddles min 15"
     contended = doc(matrix, HT_BASE)
-    contended["checks"][0]["details"] = {"contended": {"perf-c1-run1": "h1: foreign load 1.6 cores"}}
+    contended["checks"][0]["details"] = {
+        "contended": {"perf-c1-run1": "h1: foreign load 1.6 cores"},
+        "interval": {"lo": 47.5, "hi": 52.25, "n": 48, "runs": 3, "method": "bootstrap"},
+    }
     evidence.write(reports, unsure)
     evidence.write(reports, contended)
     table = rows(matrix, reports, now=NOW)
@@ -127,6 +130,7 @@ def test_an_inconclusive_floor_is_never_green_and_a_contended_phase_is_marked(tm
     details = {r.cell.id: r.detail for r in table}
     assert "straddles" in details[LL_BASE]
     assert "contended: floor:output_throughput@default/c1" in details[HT_BASE]
+    assert "intervals: output_throughput 50 [47.5, 52.25] (n=48)" in details[HT_BASE]
     md = write_acceptance(matrix, reports, now=NOW)
     assert md_statuses(md)[LL_BASE] == "Inconclusive"
     assert html_statuses(md.with_suffix(".html"))[LL_BASE] == "Inconclusive"

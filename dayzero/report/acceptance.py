@@ -149,6 +149,21 @@ def stale_reasons(
     return reasons
 
 
+def interval_flags(doc: dict) -> list[str]:
+    """Each floor's figure with its 95% interval, or what its sample cannot support (issue 41)."""
+    out = []
+    for c in doc["checks"]:
+        iv = (c.get("details") or {}).get("interval")
+        if family_of(c) != "floor" or not isinstance(iv, dict) or c.get("measured") is None:
+            continue
+        metric = c["name"].split(":", 1)[-1].split("@", 1)[0]
+        if iv.get("lo") is None or iv.get("hi") is None:
+            out.append(f"{metric}: {iv.get('why') or 'no interval'}")
+        else:
+            out.append(f"{metric} {c['measured']:g} [{iv['lo']:g}, {iv['hi']:g}] (n={iv.get('n')})")
+    return [f"intervals: {', '.join(out)}"] if out else []
+
+
 def contended_flags(doc: dict) -> list[str]:
     """Checks measured while a host of the cell was contended (`details.contended`, issue 41
     item 4): their numbers are marked, never read as clean."""
@@ -236,7 +251,7 @@ def row_for(
         status = "Broken" if doc["verdict"] == "broken" else "Failed"
         reason = ", ".join(failed) or next(iter((doc.get("error") or "").splitlines()), "")[:160]
         detail = f"{when}: {reason}"
-    flags = "".join(f"; {flag}" for flag in [*golden_flags(doc), *contended_flags(doc)])
+    flags = "".join(f"; {flag}" for flag in [*golden_flags(doc), *contended_flags(doc), *interval_flags(doc)])
     if said := summary_line(doc.get("claims") or ()):
         flags += f"; {said}"
     answered = tuple(claims_table.rows_of(doc))
