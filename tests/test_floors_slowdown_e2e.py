@@ -1,0 +1,49 @@
+"""The cpu floors catch a slowdown (issue 41, done-when): the llama.cpp low-latency cell served
+with half its threads (the inventory's `threads` var: 1 of the card's 2) never passes its
+throughput floor; it fails, or is inconclusive. A quiet run passing the same floors is the main
+job's (`pytest -m cpu`, tests/test_e2e_cpu.py). One cell, one launch (~60-90 s on 2 cores).
+
+The measured throughput is compared with the floor's own calibration (the floors file the card
+cites) so the test says how much slower the engine was, not only that it missed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import REPO, run_pytest
+
+pytestmark = pytest.mark.e2e
+
+CELL = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
+FLOOR = "floor:output_throughput@random-64-32/c1"
+
+
+def test_half_the_threads_never_passes_the_calibrated_throughput_floor(tmp_path):
+    if shutil.which("llama-server") is None and not (Path.home() / ".cache/dayzero/llama.cpp").exists():
+        pytest.skip("llama-server not built: run tools/build-engine (CI builds it)")
+    inventory = yaml.safe_load((REPO / "hosts" / "local.yaml").read_text())
+    inventory["hosts"]["local"]["vars"]["threads"] = "1"  # half the card's 2: the engine slowed down
+    hosts = tmp_path / "half-threads.yaml"
+    hosts.write_text(yaml.safe_dump(inventory))
+    reports = tmp_path / "reports"
+    result = run_pytest(
+        f"suites/test_cells.py::test_cell[{CELL}]",
+        f"--hosts={hosts}",
+        f"--reports={reports}",
+        "-q",
+        timeout=900,
+    )
+    docs = [json.loads(p.read_text()) for p in (reports / "evidence").glob("*.json")]
+    assert docs, result.stdout[-3000:] + result.stderr[-2000:]
+    checks = {c["name"]: c for c in docs[0]["checks"]}
+    floor = checks[FLOOR]
+    assert floor["verdict"] in ("failed", "inconclusive"), floor["message"]
+    assert result.returncode in (1, 7), f"the run exits a failure or inconclusive: {result.returncode}"
+    interval = floor["details"].get("interval") or {}
+    print(f"{FLOOR}: {floor['verdict']}: {floor['message']} (interval {interval})")
