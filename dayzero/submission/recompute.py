@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache, lru_cache, partial
 
-from dayzero.checks import NOT_MEASURED, PASSED, CheckResult, family_of
+from dayzero.checks import INCONCLUSIVE, NOT_MEASURED, PASSED, CheckResult, family_of
 from dayzero.run.plans import Planned
 from dayzero.submission.bundle import Reference, Subject
 from dayzero.submission.cellview import CellView, Expected, Recorded, Unrecomputable, views
@@ -177,7 +177,11 @@ def check_cell_verdict(s: Subject, ref: Reference) -> list[Finding]:
         passed = not r.findings and all(
             n in r.checks and r.checks[n].verdict in (PASSED, NOT_MEASURED) for n in r.required
         )
-        expected = "passed" if passed else "failed"
+        # nothing failed but a floor's interval straddled its bound: `evidence.build`'s rule
+        unsure = not r.findings and all(
+            n in r.checks and r.checks[n].verdict in (PASSED, NOT_MEASURED, INCONCLUSIVE) for n in r.required
+        )
+        expected = "passed" if passed else INCONCLUSIVE if unsure else "failed"
         claimed = s.evidence[name]["verdict"]
         if claimed != expected and claimed != "broken":
             out.append(
