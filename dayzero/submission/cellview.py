@@ -197,6 +197,14 @@ class Recorded:
 
     def repetitions(self, m: MeasurementPlan):
         answers = [self.view.answer(phase) for phase in m.phases()]
+        # repetitions a floor's inconclusive interval added (`run.phases.until_conclusive`), up
+        # to the protocol's budget: those the evidence names
+        named = set(self.view.doc.get("records", []))
+        run_id, cell_id = self.view.doc["run"]["id"], self.view.cell.id
+        for rep in range(m.runs, m.runs + m.protocol.extra_repetitions):
+            if records.path(run_id, cell_id, m.phase(rep)) not in named:
+                break
+            answers.append(self.view.answer(m.phase(rep)))
         processes = m.protocol.client_processes
         if processes is None:
             # The run grew its client processes while saturated; the recorded answers say how
