@@ -1,8 +1,8 @@
 """What each phase of a cell run requests: the request plan, derived from the model card alone.
 
-The live run sends exactly these requests (`dayzero.run.cell.probe`, `dayzero.run.phases`);
-the submission checker expects exactly these in a bundle's raw records and recomputes its checks
-from them (`dayzero.submission.antigaming`, `.recompute`). One plan for both, so that what a run
+The live run sends exactly these requests and the submission checker expects exactly these in a
+bundle's raw records, each kind's plans made and judged by its module of `dayzero.run.plans`
+(`dayzero.submission.antigaming` and `.inputs` read the requests too). One plan for both, so that what a run
 asks and what a checker expects cannot drift apart. Raw records are named by `dayzero.run.records`.
 """
 
