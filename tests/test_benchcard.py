@@ -42,7 +42,8 @@ def point(pid: str, user: float, acc: float, kind: str = "concurrency") -> Point
         tok_s_per_user=user, tok_s_per_accelerator=acc, client_flagged=False, gap_judged=True,
         evidence="e.json",
     )  # fmt: skip
-    blank.pop("frontier")
+    for defaulted in ("frontier", "whose", "bundle"):  # the lab's point, off the frontier until drawn
+        blank.pop(defaulted)
     return Point(**blank)
 
 

@@ -15,6 +15,8 @@ import pytest
 
 from dayzero import evidence
 from dayzero.history.store import open_store
+from dayzero.report import benchcard
+from dayzero.report.acceptance import write_acceptance
 from dayzero.submission.accept import accept
 
 from .submission_corpus.lab import VENDOR, Lab, make_lab
@@ -94,3 +96,45 @@ def test_an_accepted_vendor_run_leaves_the_labs_nights_and_has_a_series_of_its_o
                 for k, (_, pts) in own.items()
                 if k[0] == "nightly"
             } == before[cell]
+
+
+def test_the_card_says_whose_points_and_whose_cost(lab, tmp_path):
+    reports = tmp_path / "reports"
+    report, written = accept(lab.bundle, lab.ref, reports)
+    assert report.accepted, report.lines()
+    cards = [c for c in benchcard.build(lab.matrix, reports) if c.points]
+    assert cards
+    for card in cards:
+        assert {p.whose for p in card.points} == {VENDOR}
+        assert all(p.origin == f"{VENDOR} (vendor, bundle {report.sha256[:16]})" for p in card.points)
+        markdown = benchcard.to_markdown(card, card.kind)
+        assert f"points: accepted vendor submissions, on the vendor's word: {VENDOR} (vendor" in markdown
+        assert "| whose |" in markdown
+        line = benchcard.frontier_cost_line(card)
+        assert f"({VENDOR}'s)" in line and f"({VENDOR} (vendor, bundle" in line, line
+
+
+def test_the_table_shows_no_answer_to_a_claim_the_card_does_not_publish(lab, tmp_path):
+    reports = tmp_path / "reports"
+    report, written = accept(lab.bundle, lab.ref, reports)
+    assert report.accepted, report.lines()
+    # evidence accepted before answers were recomputed, with an answer of the vendor's own
+    for path in written:
+        doc = json.loads(path.read_text())
+        doc["claims"] = [{**UNPUBLISHED, "claim": "vendor-fastest"}]
+        path.write_text(json.dumps(doc))
+    table = write_acceptance(lab.matrix, reports).read_text()
+    assert "vendor-fastest" not in table and "Verified (vendor)" in table
+
+
+UNPUBLISHED = {
+    "status": "reproduced",
+    "published": 100.0,
+    "unit": "per_user",
+    "workload": "random-64-32",
+    "concurrency": 1,
+    "source": "https://vendor.example/blog",
+    "measured": 120.0,
+    "ratio": 1.2,
+    "reason": "median 120 over 3 run(s) >= 90 (100 - 10%)",
+}

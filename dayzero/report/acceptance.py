@@ -54,6 +54,7 @@ from dayzero.report import engines as engine_grids
 from dayzero.report import grid as status_grid
 from dayzero.report import reproduction
 from dayzero.report import speculative as accepted_table
+from dayzero.spec.card import claims_for
 from dayzero.spec.engine_identity import same_engine
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import MissingValue, digest, hosts_needed, placeholder_hosts, render
@@ -252,9 +253,10 @@ def row_for(
         reason = ", ".join(failed) or next(iter((doc.get("error") or "").splitlines()), "")[:160]
         detail = f"{when}: {reason}"
     flags = "".join(f"; {flag}" for flag in [*golden_flags(doc), *contended_flags(doc), *interval_flags(doc)])
-    if said := summary_line(doc.get("claims") or ()):
+    ids = {c.id for c in claims_for(matrix.card(cell), cell)}  # the card's: no other answer is shown
+    if said := summary_line(claims_table.published(doc, ids)):
         flags += f"; {said}"
-    answered = tuple(claims_table.rows_of(doc))
+    answered = tuple(claims_table.rows_of(doc, ids))
     accepted = tuple(accepted_table.accepted_of(doc))
     reasons = (
         []

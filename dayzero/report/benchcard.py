@@ -19,7 +19,7 @@ from pathlib import Path
 from dayzero import atomic
 from dayzero.checks import family_of
 from dayzero.escape import escape
-from dayzero.report import cardplan
+from dayzero.report import cardplan, reproduction
 from dayzero.report.acceptance import carried, latest_evidence
 from dayzero.report.cost import Price, per_million_tokens, prices
 from dayzero.report.pictures import charts
@@ -64,6 +64,17 @@ class Point:
     # empty in evidence written before intervals
     intervals: Mapping[str, Mapping] = field(default_factory=dict)
     contended: str = ""  # what contended a host while the point was measured: never a clean number
+    # whose run it is (`reproduction.party`): the lab's, or the vendor whose accepted bundle it
+    # came from, on the vendor's word (issue 42, item 3)
+    whose: str = reproduction.LAB
+    bundle: str = ""  # a vendor point's bundle sha256
+
+    @property
+    def origin(self) -> str:
+        """As the card prints it: `lab`, or `acme (vendor, bundle 1a2b...)`."""
+        if self.whose == reproduction.LAB:
+            return "lab"
+        return f"{self.whose} (vendor" + (f", bundle {self.bundle[:16]})" if self.bundle else ")")
 
     @property
     def id(self) -> str:
@@ -153,6 +164,7 @@ def _engine_prefix(doc: dict) -> str:
 def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[Point], list[dict]]:
     """The sweep points and per-sweep summaries of one evidence document."""
     points, summaries = [], []
+    whose, bundle = reproduction.party(doc), (doc.get("submission") or {}).get("bundle_sha256", "")
     floors = {  # the sweep check's name -> its floor's check (`checks.sweep.sweep_floor_check`)
         (c.get("details") or {}).get("sweep"): c
         for c in doc["checks"]
@@ -166,6 +178,7 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
         summaries.append(
             {
                 "cell": doc["cell"],
+                "whose": whose,
                 "sweep": d.get("sweep"),
                 "kind": d.get("kind"),
                 "workload": d.get("workload"),
@@ -218,6 +231,8 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
                     evidence=evidence_path,
                     intervals={**(p.get("intervals") or {}), **(p.get("slo_intervals") or {})},
                     contended="; ".join(dict.fromkeys(marks)),
+                    whose=whose,
+                    bundle=bundle,
                 )
             )
     return points, summaries
@@ -400,6 +415,7 @@ COLUMNS = (
     ("J/token", lambda p: p.joules_per_token),
     ("cost/1M tok", lambda p: p.cost_per_million),
     ("Pareto", lambda p: "yes" if p.frontier else ""),
+    ("whose", lambda p: p.origin),
     ("contended", lambda p: p.contended or None),
 )
 
@@ -461,9 +477,11 @@ def to_json(card: BenchCard) -> dict:
 
 
 def _summary_lines(card: BenchCard) -> list[str]:
-    lines = []
+    lines = [origin_line(card)] if card.points else []
     for s in card.summaries:
-        text = f"{s['cell']} {s['sweep']}: {s['message']}"
+        whose = s.get("whose", reproduction.LAB)
+        text = f"{s['cell']} {s['sweep']}" + ("" if whose == reproduction.LAB else f" ({whose}'s run)")
+        text += f": {s['message']}"
         fit = s.get("fit")
         if fit:
             grows = ", ".join(
@@ -478,6 +496,15 @@ def _summary_lines(card: BenchCard) -> list[str]:
             text += f"; floor {metric} {way} {floor['bound']:g}: {floor['verdict']} ({floor['message']})"
         lines.append(text)
     return lines
+
+
+def origin_line(card: BenchCard) -> str:
+    """Whose runs the points are: the lab's, or a vendor's accepted bundle (the vendor's word)."""
+    theirs = sorted({p.origin for p in card.points if p.whose != reproduction.LAB})
+    if not theirs:
+        return "points: the lab's own runs"
+    mixed = "the lab's own runs and " if any(p.whose == reproduction.LAB for p in card.points) else ""
+    return f"points: {mixed}accepted vendor submissions, on the vendor's word: {', '.join(theirs)}"
 
 
 def frontier_costs(card: BenchCard) -> list[Point]:
@@ -495,12 +522,15 @@ def frontier_cost_line(card: BenchCard) -> str:
     if not on:
         return "cost on the Pareto frontier: no priced point on it"
     at = ", ".join(
-        f"{p.cost_per_million:.4g} at {p.tok_s_per_user:.4g}" + (" tok/s per user" if i == 0 else "")
+        f"{p.cost_per_million:.4g} at {p.tok_s_per_user:.4g}"
+        + (" tok/s per user" if i == 0 else "")
+        + ("" if p.whose == reproduction.LAB else f" ({p.whose}'s)")
         for i, p in enumerate(on)
     )
     cheapest = min(on, key=lambda p: p.cost_per_million)
     unit = f"{card.price.currency} per 1M output tokens"
-    return f"cost on the Pareto frontier ({unit}): {at}; cheapest: {cheapest.id}"
+    whose = "" if cheapest.whose == reproduction.LAB else f" ({cheapest.origin})"
+    return f"cost on the Pareto frontier ({unit}): {at}; cheapest: {cheapest.id}{whose}"
 
 
 def _price_line(card: BenchCard) -> str:

@@ -8,7 +8,7 @@ pass `dayzero.escape` where they are printed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from dayzero.checks.claims import WORDS
@@ -35,10 +35,17 @@ class ClaimRow:
         return (self.cell, self.claim, self.published, self.measured, self.ratio, self.status, self.why)
 
 
-def rows_of(doc: Mapping) -> list[ClaimRow]:
-    """The claims one evidence document answers."""
+def published(doc: Mapping, ids: Collection[str]) -> list[Mapping]:
+    """The document's answers to claims the card publishes for its cell (`ids`): an answer to
+    any other (a vendor's own, in evidence accepted before the checker recomputed answers) is
+    shown nowhere (issue 42, item 2)."""
+    return [e for e in doc.get("claims") or () if isinstance(e, Mapping) and e.get("claim") in ids]
+
+
+def rows_of(doc: Mapping, ids: Collection[str] | None = None) -> list[ClaimRow]:
+    """The claims one evidence document answers (of `ids` only, where given)."""
     out = []
-    for e in doc.get("claims") or ():
+    for e in doc.get("claims") or () if ids is None else published(doc, ids):
         unit = UNITS.get(e["unit"], e["unit"])
         at = f" at c{e['concurrency']}" if e.get("concurrency") else ""
         out.append(
