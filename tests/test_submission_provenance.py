@@ -19,6 +19,7 @@ from dayzero.report import benchcard
 from dayzero.report.acceptance import write_acceptance
 from dayzero.submission.accept import accept
 
+from .submission_corpus.hostile import UNPUBLISHED_CLAIM
 from .submission_corpus.lab import VENDOR, Lab, make_lab
 
 
@@ -121,20 +122,7 @@ def test_the_table_shows_no_answer_to_a_claim_the_card_does_not_publish(lab, tmp
     # evidence accepted before answers were recomputed, with an answer of the vendor's own
     for path in written:
         doc = json.loads(path.read_text())
-        doc["claims"] = [{**UNPUBLISHED, "claim": "vendor-fastest"}]
+        doc["claims"] = [UNPUBLISHED_CLAIM]
         path.write_text(json.dumps(doc))
     table = write_acceptance(lab.matrix, reports).read_text()
     assert "vendor-fastest" not in table and "Verified (vendor)" in table
-
-
-UNPUBLISHED = {
-    "status": "reproduced",
-    "published": 100.0,
-    "unit": "per_user",
-    "workload": "random-64-32",
-    "concurrency": 1,
-    "source": "https://vendor.example/blog",
-    "measured": 120.0,
-    "ratio": 1.2,
-    "reason": "median 120 over 3 run(s) >= 90 (100 - 10%)",
-}
