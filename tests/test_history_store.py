@@ -264,7 +264,7 @@ def test_a_store_of_the_previous_schema_is_migrated_with_nothing_lost(target):
     _schema_2_store(target, docs)
     series = "output_throughput@random-64-32/c1"
     with open_store(target) as store:
-        assert store.version == len(history_store.MIGRATIONS) == 5
+        assert store.version == len(history_store.MIGRATIONS) == 6
         # schema 5: the vendor's run moved to its own origin (uid and lab), its points with it
         assert store.count() == 4 and store.labs() == ["unnamed", "vendor:acme"]
         points = store.series(CELL, series, vendor=True, lab=history_store.ACROSS_LABS)
@@ -275,6 +275,7 @@ def test_a_store_of_the_previous_schema_is_migrated_with_nothing_lost(target):
             (140.0, "acme"),
         ]
         assert [p.facts["recipe"] for p in points[:3]] == ["370a065910226f54", "beef", "beef"]
+        assert {(p.lo, p.hi) for p in points} == {(None, None)}  # schema 6: no interval stored before
         assert dict(store.series_names(CELL))[series] is True
         # their evidence ingested again replaces them (now with controller and lab), never doubles
         store.ingest((f"{i}.json", d) for i, d in enumerate(docs))

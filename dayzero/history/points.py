@@ -34,6 +34,8 @@ class Point:
     series: str
     value: float
     higher_is_better: bool
+    lo: float | None = None  # the figure's interval where the evidence gives one (details.intervals)
+    hi: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,12 @@ def points(doc: dict) -> list[Point]:
         details = check.get("details") or {}
         if kind == "performance":
             where = _workload(name)
+            intervals = details.get("intervals") or {}
             for metric, (value, _) in levels(check, FOLLOWED).items():
                 if metric in FOLLOWED:
                     series = f"{metric}@{where}" if where else metric
-                    out.setdefault(series, Point(series, value, bool(direction(metric))))
+                    lo, hi = _interval(intervals.get(metric))
+                    out.setdefault(series, Point(series, value, bool(direction(metric)), lo, hi))
             joules = (details.get("energy") or {}).get("joules_per_token")
             if isinstance(joules, int | float):
                 series = f"joules_per_token@{where}"
@@ -106,6 +110,16 @@ def points(doc: dict) -> list[Point]:
         elif isinstance(measured, int | float) and name.startswith(("accuracy:", "speculative:")):
             out.setdefault(name, Point(name, float(measured), True))
     return sorted(out.values(), key=lambda p: p.series)
+
+
+def _interval(found) -> tuple[float | None, float | None]:
+    """A figure's (lo, hi) from `checks.intervals`' JSON; (None, None) where it has none."""
+    if not isinstance(found, dict):
+        return None, None
+    lo, hi = found.get("lo"), found.get("hi")
+    if isinstance(lo, int | float) and isinstance(hi, int | float):
+        return float(lo), float(hi)
+    return None, None
 
 
 def facts(doc: dict) -> dict[str, str]:

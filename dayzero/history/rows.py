@@ -28,5 +28,5 @@ def rows_of(path: Path | str, r: Run) -> Rows:
     facts = json.dumps(r.facts, sort_keys=True)
     return Rows(
         (*run, facts, str(path)),
-        tuple((r.uid, r.cell, p.series, p.value, int(p.higher_is_better)) for p in r.points),
+        tuple((r.uid, r.cell, p.series, p.value, int(p.higher_is_better), p.lo, p.hi) for p in r.points),
     )

@@ -36,10 +36,11 @@ _RUNS = """(
     uid TEXT NOT NULL, cell TEXT NOT NULL, lab TEXT NOT NULL, controller TEXT NOT NULL,
     run_id TEXT NOT NULL, finished TEXT NOT NULL, source TEXT NOT NULL, vendor TEXT,
     verdict TEXT NOT NULL, facts TEXT NOT NULL, path TEXT NOT NULL"""
-_POINT_COLUMNS = "uid, cell, series, value, higher_is_better"
+_POINT_COLUMNS = "uid, cell, series, value, higher_is_better, lo, hi"
 _POINTS = """(
     uid TEXT NOT NULL, cell TEXT NOT NULL, series TEXT NOT NULL,
-    value DOUBLE PRECISION NOT NULL, higher_is_better INTEGER NOT NULL"""
+    value DOUBLE PRECISION NOT NULL, higher_is_better INTEGER NOT NULL"""  # as schema 3 made it
+_INTERVAL = ", lo DOUBLE PRECISION, hi DOUBLE PRECISION"  # schema 6
 
 
 # the uid a run stored before schema 3 (no controller) has: a vendor's moved to its origin (5)
@@ -100,6 +101,12 @@ MIGRATIONS = (
         " (SELECT uid, cell FROM runs WHERE vendor IS NOT NULL AND substr(uid, 1, 7) <> 'vendor:')",
         "DELETE FROM runs WHERE vendor IS NOT NULL AND substr(uid, 1, 7) <> 'vendor:'",
     ),
+    # 6: a point's interval where its evidence gives one (`points.Point`: lo, hi; NULL where the
+    # sample supports none, and in points stored before, until their evidence is ingested again)
+    (
+        "ALTER TABLE points ADD COLUMN lo DOUBLE PRECISION",
+        "ALTER TABLE points ADD COLUMN hi DOUBLE PRECISION",
+    ),
 )
 
 
@@ -111,6 +118,8 @@ class SeriesPoint:
     vendor: str | None
     facts: dict[str, str]
     lab: str = UNNAMED_LAB
+    lo: float | None = None  # the value's interval, where its evidence gave one
+    hi: float | None = None
 
 
 @dataclass(frozen=True)
@@ -240,7 +249,7 @@ class Store:
     def _load(self, rows: Sequence[Rows]) -> None:
         """The incoming runs and points into temporary tables (this connection's own)."""
         self._execute(f"CREATE TEMP TABLE IF NOT EXISTS incoming_runs {_RUNS})")
-        self._execute(f"CREATE TEMP TABLE IF NOT EXISTS incoming_points {_POINTS})")
+        self._execute(f"CREATE TEMP TABLE IF NOT EXISTS incoming_points {_POINTS}{_INTERVAL})")
         self._execute("DELETE FROM incoming_runs")
         self._execute("DELETE FROM incoming_points")
         self._bulk("incoming_runs", _RUN_COLUMNS, [r.run for r in rows])
@@ -290,10 +299,10 @@ class Store:
             f" ORDER BY uid, cell ON CONFLICT (uid, cell) DO UPDATE SET {updates}"
         )
         self._execute(
-            "INSERT INTO points (uid, cell, series, value, higher_is_better)"
-            " SELECT uid, cell, series, value, higher_is_better FROM incoming_points WHERE 1 = 1"
+            f"INSERT INTO points ({_POINT_COLUMNS}) SELECT {_POINT_COLUMNS} FROM incoming_points WHERE 1 = 1"
             " ORDER BY uid, cell, series ON CONFLICT (uid, cell, series)"
-            " DO UPDATE SET value = excluded.value, higher_is_better = excluded.higher_is_better"
+            " DO UPDATE SET value = excluded.value, higher_is_better = excluded.higher_is_better,"
+            " lo = excluded.lo, hi = excluded.hi"
         )
 
     def forget(self, scope: Scope) -> int:
@@ -358,7 +367,8 @@ class Store:
         if not vendor:
             clauses.append("r.vendor IS NULL")
         rows = self._execute(
-            "SELECT r.lab, p.series, p.higher_is_better, r.run_id, r.finished, p.value, r.vendor, r.facts"
+            "SELECT r.lab, p.series, p.higher_is_better, r.run_id, r.finished, p.value, r.vendor, r.facts,"
+            " p.lo, p.hi"
             " FROM runs r JOIN points p ON p.uid = r.uid AND p.cell = r.cell WHERE "
             + " AND ".join(clauses)
             + " ORDER BY p.series, r.finished, r.uid",
@@ -366,13 +376,15 @@ class Store:
         ).fetchall()
         facts: dict[str, dict] = {}  # a run's facts text, parsed once for all its series
         out: dict[tuple[str, str], tuple[bool, list[SeriesPoint]]] = {}
-        for run_lab, name, higher, run_id, finished, value, vendor_name, text in rows:
+        for run_lab, name, higher, run_id, finished, value, vendor_name, text, lo, hi in rows:
             key = (ACROSS_LABS if lab == ACROSS_LABS else run_lab, name)
             out.setdefault(key, (bool(higher), []))
             parsed = facts.get(text)
             if parsed is None:
                 parsed = facts[text] = json.loads(text)
-            out[key][1].append(SeriesPoint(run_id, finished, float(value), vendor_name, parsed, run_lab))
+            out[key][1].append(
+                SeriesPoint(run_id, finished, float(value), vendor_name, parsed, run_lab, lo, hi)
+            )
         return out
 
     def runs(self, cell: str, lab: str = ACROSS_LABS) -> list[dict]:
