@@ -48,8 +48,9 @@ def sparkline(values: Sequence[float], marks: Sequence[int] = (), title: str = "
 
 
 def series_chart(cell: str, series: str, points: Sequence[SeriesPoint], found: Sequence[SeriesChange]) -> str:
-    """A series night by night, the level it held between change points, and each change point
-    marked with its night, its size and what changed with it (the marker's tooltip)."""
+    """A series night by night (each night's interval as an error bar where the store has one),
+    the level it held between change points, and each change point marked with its night, its
+    size and what changed with it (the marker's tooltip)."""
     index = {p.run_id: i for i, p in enumerate(points)}
     cuts = [index[c.run_id] for c in found]
     edges = [0, *cuts, len(points)]
@@ -63,9 +64,15 @@ def series_chart(cell: str, series: str, points: Sequence[SeriesPoint], found: S
         + (", ".join(f"{k} {a} -> {b}" for k, (a, b) in c.changed.items()) or "nothing recorded changed")
         for c in found
     )
+    bars = tuple((p.lo, p.hi) if p.lo is not None and p.hi is not None else None for p in points)
     return plots.line_chart(
         [
-            plots.Series("each night", tuple((float(i), p.value) for i, p in enumerate(points)), radius=1.5),
+            plots.Series(
+                "each night (error bars: its interval)" if any(bars) else "each night",
+                tuple((float(i), p.value) for i, p in enumerate(points)),
+                radius=1.5,
+                bars=bars if any(bars) else (),
+            ),
             plots.Series("level between changes", tuple(level), colour=6, dashed=True, radius=0),
             plots.Series("change point", marks, colour=1, labels=labels, line=False, radius=6),
         ],
