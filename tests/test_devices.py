@@ -129,6 +129,9 @@ def test_power_readings_are_parsed_by_their_own_tool():
     after = json.loads((POWER / "rapl-after.json").read_text())
     assert sum(cpu.joules({"before": before, "after": after}).values()) > 0
     assert [t.name for t in devices.power_readers()][-1] == "nproc"  # the host's own counters last
+    # the order the client reads them in, and names them absent, whatever order the installer
+    # wrote the entry points in (setuptools sorts them by name): docs/reports.md's reason
+    assert [t["name"] for t in devices.power_tools()] == ["nvidia-smi", "amd-smi"]
 
 
 def test_visible_devices_variable_per_tool():

@@ -89,12 +89,12 @@ def by_vendor(vendor: str) -> DeviceTool | None:
 
 
 def power_readers() -> list[DeviceTool]:
-    """Every tool whose readings a power record may hold: accelerator tools first, then the
-    host's own counters (a phase's energy is the first of them with readings)."""
+    """Every tool whose readings a power record may hold, by `power_rank` (installers list entry
+    points by name): accelerator tools first, then the host's own counters."""
     tools = [t for t in registered().values() if t.record_key]
-    return sorted(tools, key=lambda t: t.host_power)
+    return sorted(tools, key=lambda t: (t.power_rank, t.name))
 
 
 def power_tools() -> list[dict]:
     """What the host client runs beside a phase, as data (it is stdlib and names no tool)."""
-    return [t.power.to_json(t.name) for t in registered().values() if t.power]
+    return [t.power.to_json(t.name) for t in power_readers() if t.power]

@@ -84,5 +84,6 @@ TOOL = AmdSmi(
     process_query="amd-smi process --json",
     power=PowerReading(("amd-smi", "metric", "--power"), "amd_smi", "reads"),
     source="amd-smi",
+    power_rank=20,
     visible_variable="HIP_VISIBLE_DEVICES",
 )

@@ -64,7 +64,9 @@ class DeviceTool:
     process_query: str | None = None  # prints what `parse_processes` reads
     power: PowerReading | None = None  # read beside a phase by the host client
     source: str = ""  # how a phase's energy names readings of this tool (`checks.energy`)
-    host_power: bool = False  # the host's own counters: read after every accelerator tool
+    # where the tool's power readings come among the tools' (lower first: the client reads them in
+    # that order and a phase's energy takes the first with readings; the host's own counters last)
+    power_rank: int = 100
     visible_variable: str | None = None  # the runtime's mask of visible accelerators
     is_host: bool = False  # the host itself is the one accelerator (its memory is the host's)
     cpu: bool = False  # the accelerator is the host's CPU: no kind publishes its bandwidth

@@ -92,7 +92,7 @@ TOOL = Cpu(
     "$(awk '/MemAvailable/ {print int($2/1024)}' /proc/meminfo)",
     no_driver=NO_DRIVER,
     source="RAPL",
-    host_power=True,
+    power_rank=1000,
     is_host=True,
     cpu=True,
 )

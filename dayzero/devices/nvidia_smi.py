@@ -82,5 +82,6 @@ TOOL = NvidiaSmi(
         POWER_HEADER,
     ),
     source="nvidia-smi",
+    power_rank=10,
     visible_variable="CUDA_VISIBLE_DEVICES",
 )
