@@ -428,3 +428,25 @@ def test_the_real_scores_of_the_goldens_are_recomputed_and_an_edited_one_is_caug
     assert not report.accepted
     found = [f for f in report.findings if f.requirement == "recompute.golden"]
     assert found and "golden:code" in found[0].line() and "ranks" in "\n".join(report.lines()), report.lines()
+
+
+# -- whose run it is (issue 42, item 3), on the real run of every engine ----------------------------
+
+
+def test_the_labs_own_real_run_resigned_by_a_vendor_is_refused_as_the_labs(real_lab, main_job):
+    """The main job's reports are the lab's own: the vendor's bundle of that very run is refused."""
+    report = real_lab.check(real_lab.bundle, reports_dir=main_job.reports)
+    assert not report.accepted
+    found = [f.found for f in report.findings if f.requirement == "identity.replay"]
+    assert all("the lab's own run of" in text for text in found), report.lines()
+    assert {c for c in CPU_CELLS if any(f"the lab's own run of {c}" in text for text in found)} == set(
+        CPU_CELLS
+    )
+
+
+def test_a_real_vendor_bundle_leaves_the_labs_nights_unchanged_and_has_its_own_series(
+    real_lab, main_job, tmp_path
+):
+    from .test_submission_provenance import accepted_beside_the_labs_nights
+
+    assert accepted_beside_the_labs_nights(real_lab, main_job.reports, tmp_path) == CPU_CELLS

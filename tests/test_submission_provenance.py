@@ -39,64 +39,61 @@ def test_the_labs_own_run_resigned_by_a_vendor_is_refused_as_the_labs(lab, tmp_p
     assert not (reports / "submissions").exists()
 
 
-def _lab_nights(lab: Lab, reports: Path) -> None:
+def lab_nights(lab_reports: Path, reports: Path) -> None:
     """The lab's nights under the very controller and run ids the vendor's bundle states (a
     vendor's choice), as the lab's reports keep them (their records not at hand: no replay)."""
-    for path in sorted((lab.reports / evidence.EVIDENCE_DIR).glob("*.json")):
+    for path in sorted((lab_reports / evidence.EVIDENCE_DIR).glob("*.json")):
         doc = json.loads(path.read_text())
         doc["run"]["lab"] = "nightly"
         (reports / evidence.EVIDENCE_DIR).mkdir(parents=True, exist_ok=True)
         (reports / evidence.EVIDENCE_DIR / path.name).write_text(json.dumps(doc))
 
 
-def _lab_series(store, cells) -> dict:
+def _series(found: dict, lab: str) -> dict:
     return {
-        cell: {
-            key: [(p.run_id, p.finished, p.value, p.vendor) for p in pts] for key, (_, pts) in found.items()
-        }
-        for cell in cells
-        if (found := store.cell_series(cell))
+        k: [(p.run_id, p.finished, p.value, p.vendor) for p in pts]
+        for k, (_, pts) in found.items()
+        if k[0] == lab
     }
 
 
-def test_an_accepted_vendor_run_leaves_the_labs_nights_and_has_a_series_of_its_own(lab, tmp_path):
-    reports = tmp_path / "reports"
-    _lab_nights(lab, reports)
-    with open_store(tmp_path / "history.sqlite") as store:
+def accepted_beside_the_labs_nights(lab: Lab, lab_reports: Path, tmp_path: Path) -> list[str]:
+    """Accept the vendor's bundle into reports that hold the lab's nights of the same run ids,
+    ingest the reports again: the lab's nights unchanged, the vendor's values in their own
+    series, marked. Returns the cells checked."""
+    reports, history = tmp_path / "reports", tmp_path / "history.sqlite"
+    lab_nights(lab_reports, reports)
+    with open_store(history) as store:
         store.ingest_folder(reports)
         cells = store.cells()
-        before = _lab_series(store, cells)
+        before = {cell: _series(store.cell_series(cell), "nightly") for cell in cells}
         runs_before = {cell: store.runs(cell) for cell in cells}
-    assert before and all(key[0] == "nightly" for series in before.values() for key in series)
+    assert cells and any(before.values())
 
     report, written = accept(lab.bundle, lab.ref, reports)
     assert report.accepted and written, report.lines()
-    kept = sorted((reports / "submissions" / VENDOR).rglob("evidence/*.json"))
-    assert kept  # the bundle's own copies, which say `source: dayzero`
+    assert sorted(
+        (reports / "submissions" / VENDOR).rglob("evidence/*.json")
+    )  # kept copies: `source: dayzero`
+    ours = {json.loads(p.read_text())["cell"] for p in written}
 
-    with open_store(tmp_path / "history.sqlite") as store:
-        store.ingest_folder(
-            reports
-        )  # the lab's reports again: its nights, the accepted copies, the kept ones
-        assert _lab_series(store, cells) == before  # the lab's nights unchanged
+    with open_store(history) as store:
+        store.ingest_folder(reports)  # the lab's nights, the accepted copies, the bundle's kept ones
         for cell in cells:
-            runs = store.runs(cell)
-            labs = [r for r in runs if r["vendor"] is None]
-            assert labs == runs_before[cell]
-            theirs = [r for r in runs if r["vendor"] is not None]
-            # one vendor run per cell (its accepted and its kept copy are one), the vendor's own
-            assert [(r["vendor"], r["source"], r["lab"]) for r in theirs] == [
-                (VENDOR, VENDOR, f"vendor:{VENDOR}")
-            ]
-            own = store.cell_series(cell, vendor=True)
-            vendor_series = {k: pts for k, (_, pts) in own.items() if k[0] == f"vendor:{VENDOR}"}
-            assert vendor_series, cell
-            assert all(p.vendor == VENDOR for pts in vendor_series.values() for p in pts)
-            assert {
-                k: [(p.run_id, p.finished, p.value, p.vendor) for p in pts]
-                for k, (_, pts) in own.items()
-                if k[0] == "nightly"
-            } == before[cell]
+            assert [r for r in store.runs(cell) if r["vendor"] is None] == runs_before[cell]
+            both = store.cell_series(cell, vendor=True)
+            assert _series(store.cell_series(cell), "nightly") == before[cell] == _series(both, "nightly")
+            theirs = [(r["vendor"], r["source"], r["lab"]) for r in store.runs(cell) if r["vendor"]]
+            # one vendor run per cell it submitted (its accepted and its kept copy are one)
+            assert theirs == ([(VENDOR, VENDOR, f"vendor:{VENDOR}")] if cell in ours else []), cell
+            vendor_series = _series(both, f"vendor:{VENDOR}")
+            assert bool(vendor_series) == (cell in ours)
+            assert all(p[3] == VENDOR for pts in vendor_series.values() for p in pts)
+    return sorted(ours)
+
+
+def test_an_accepted_vendor_run_leaves_the_labs_nights_and_has_a_series_of_its_own(lab, tmp_path):
+    assert accepted_beside_the_labs_nights(lab, lab.reports, tmp_path)
 
 
 def test_the_card_says_whose_points_and_whose_cost(lab, tmp_path):
