@@ -12,8 +12,9 @@ the level held since that move:
 2. **tail tests**: the newest w nights (their median; w = 1..`TAIL`) against the level, in units
    of the series' own noise (`changes.noise`, robust to steps and blips). Where a recorded fact
    that does not rotate changed on the tail's first night (an engine, a recipe: where a change
-   is expected) the bar is `ANCHORED_Z` from one night on; elsewhere `FREE_Z` and at least
-   `FREE_FROM` nights, so that one odd night, or two, never raise an alarm;
+   is expected) the bar is `ANCHORED_Z` for the tail's median, from one night on; elsewhere
+   each of at least `FREE_FROM` nights must pass `FREE_Z`, so that one odd night, or two, never
+   raise an alarm;
 3. **change points**: a regression `changes.detect` finds after the last move, within `RECENT`
    nights, with t at least `SEARCH_T` (slow steps and drifts the tails are too short for);
 4. an alarm is **raised** once (its night becomes the last move), reported as **persisting**
@@ -38,8 +39,8 @@ from dayzero.history import causes, changes
 TAIL = 4
 MIN_LEVEL = 5
 FREE_FROM = 3
-ANCHORED_Z = 3.5
-FREE_Z = 6.0
+ANCHORED_Z = 4.5
+FREE_Z = 2.5  # each night of a free tail, in units of the series' noise
 SEARCH_T = 5.0
 RECENT = 15
 # variance of the median of w normal nights, in units of one night's (w = 1..4)
@@ -161,9 +162,11 @@ def _level(x: Sequence[float]) -> float:
 
 def tail_moves(
     x: Sequence[float], lo: int, sigma: float, anchors: frozenset[int], min_level: int = MIN_LEVEL
-):
+) -> list[Move]:
     """The tail tests of tonight (the last of x) against the level x[lo:tail]: each w whose move
-    passes its bar (anchored or free), strongest first."""
+    passes its bar, strongest first. Anchored (a recorded change on the tail's first night): the
+    tail's median at least ANCHORED_Z from the level. Free: every night of the tail at least
+    FREE_Z from it, the same way (two odd nights in a row never are three)."""
     n, out = len(x), []
     for w in range(1, TAIL + 1):
         a = n - w
@@ -171,9 +174,15 @@ def tail_moves(
         if a - lo < min_level or (not anchored and w < FREE_FROM):
             continue
         level, now = _level(x[lo:a]), _tail(x, w)
-        z = (now - level) / (sigma * math.sqrt(MEDIAN_VARIANCE[w] + 1 / (a - lo)))
+        if anchored:
+            z = (now - level) / (sigma * math.sqrt(MEDIAN_VARIANCE[w] + 1 / (a - lo)))
+            passed = abs(z) >= ANCHORED_Z
+        else:
+            each = [(v - level) / (sigma * math.sqrt(1 + 1 / (a - lo))) for v in x[a:]]
+            z = min(each) if each[0] > 0 else max(each)
+            passed = min(abs(e) for e in each) >= FREE_Z and all(e * each[0] > 0 for e in each)
         big = abs(now - level) >= changes.MIN_CHANGE_PCT / 100 * abs(level)
-        if big and abs(z) >= (ANCHORED_Z if anchored else FREE_Z):
+        if big and passed:
             night = a if anchored else _best_split(x, lo, a)
             out.append(Move(night, level, _tail(x, n - night), z, "recorded change" if anchored else "tail"))
     return sorted(out, key=lambda m: -abs(m.z))
