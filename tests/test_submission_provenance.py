@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,12 @@ from dayzero.history.store import open_store
 from dayzero.report import benchcard
 from dayzero.report.acceptance import write_acceptance
 from dayzero.submission.accept import accept
+from dayzero.submission.bundle import SUBMISSION
+from dayzero.submission.check import check_bundle
 
 from .submission_corpus.hostile import UNPUBLISHED_CLAIM
 from .submission_corpus.lab import VENDOR, Lab, make_lab
+from .submission_corpus.tarkit import edit_json, resign, write_allowed_signers, write_members
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +127,13 @@ def test_the_table_shows_no_answer_to_a_claim_the_card_does_not_publish(lab, tmp
         path.write_text(json.dumps(doc))
     table = write_acceptance(lab.matrix, reports).read_text()
     assert "vendor-fastest" not in table and "Verified (vendor)" in table
+
+
+def test_a_vendor_named_as_the_lab_is_refused(lab, tmp_path):
+    """A key the maintainers listed under the lab's own name: its runs would read as the lab's."""
+    allowed = write_allowed_signers(tmp_path / "allowed", [("dayzero", lab.key)])
+    members = edit_json(lab.members(), SUBMISSION, lambda doc: doc.update(vendor="dayzero"))
+    bundle = write_members(tmp_path / "as-the-lab.tar.gz", resign(members, lab.key, "dayzero", tmp_path))
+    report = check_bundle(bundle, replace(lab.ref, allowed_signers=allowed))
+    assert not report.accepted
+    assert "provenance.vendor" in {f.requirement for f in report.findings}, report.lines()

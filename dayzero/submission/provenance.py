@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from dayzero.redact import MASK, is_secret_name
 from dayzero.spec.matrix import Cell, Matrix
 from dayzero.spec.recipe import PLACEHOLDER, digest, hosts_needed, templates
-from dayzero.submission.bundle import Reference, Subject
+from dayzero.submission.bundle import MANIFEST, Reference, Subject
 from dayzero.submission.cellview import known_cell
 from dayzero.submission.completeness import claimed_cells
 from dayzero.submission.findings import Finding, short
+from dayzero.submission.identity import LAB
 
 SUBMISSION_FILE = "submission.json"
 
@@ -388,9 +389,12 @@ def check_matrix_digest(s: Subject, ref: Reference) -> list[Finding]:
 
 
 def check_vendor(s: Subject, ref: Reference) -> list[Finding]:
-    """The vendor the signature speaks for is the vendor the submission names."""
+    """The vendor the signature speaks for is the vendor the submission names, and it is not the
+    lab: the lab's own origin (`identity.LAB`) would make a vendor's runs read as the lab's."""
     if s.submission is None or s.manifest is None:
         return []
+    if s.manifest["vendor"] == LAB:
+        return [Finding(MANIFEST, "provenance.vendor", f"vendor {LAB}", "a vendor other than the lab itself")]
     if s.submission["vendor"] != s.manifest["vendor"]:
         return [
             Finding(
