@@ -361,9 +361,11 @@ def test_six_workers_dial_each_of_four_dead_hosts_once(dead_lab, tmp_path):
 @pytest.mark.e2e  # a pytest run of its own (no testbed: the host is a silent port)
 def test_ctrl_c_while_a_silent_host_is_dialled_ends_the_run_at_once(tmp_path):
     """It took ~11-16 s (the dial ran out its connect timeout first); a probe is now dialled in a
-    thread the run does not wait for once interrupted: 1.1-1.6 s measured at a load of 3 on 2
-    cores, 3-4 s at 5.6 (pytest's own summary and exit, mostly); the bound leaves room for a
-    loaded machine and is far under the 30 s connect timeout it waited out before (33 s).
+    thread the run does not wait for once interrupted. What was left, 1.1-4 s on a loaded
+    machine, was CPU after the signal: pytest rendering the source of the interrupt's 44 frames
+    to print one (0.4 s of 0.7 s; the plugin now hands it the last frame only, unless
+    --full-trace) and the hypothesis plugin (a dev dependency, not a lab's: left out here)
+    importing hypothesis for its summary (0.2 s). The issue's bound, 2 s, is the requirement.
     Its summary counts the three cells selected, not only the one reached."""
     silent = SilentHost()
     card = stub_card(model="ctrlc")
@@ -375,8 +377,9 @@ def test_ctrl_c_while_a_silent_host_is_dialled_ends_the_run_at_once(tmp_path):
     inv = tmp_path / "lab.yaml"
     inv.write_text(yaml.safe_dump({"known_hosts": str(tmp_path / "known_hosts"), "hosts": {"b300-01": host}}))
     run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-q", "-m", "b300", f"--matrix={mdir}",
-         "--hosts", str(inv), f"--reports={tmp_path / 'reports'}", "--connect-timeout=30"],
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:hypothesispytest", "-q",
+         "-m", "b300", f"--matrix={mdir}", "--hosts", str(inv), f"--reports={tmp_path / 'reports'}",
+         "--connect-timeout=30"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -394,7 +397,8 @@ def test_ctrl_c_while_a_silent_host_is_dialled_ends_the_run_at_once(tmp_path):
         silent.close()
     print(f"ended {took:.1f}s after SIGINT")
     assert run.returncode == exitcodes.INTERRUPTED, out[-3000:]
-    assert took < 8, f"ended {took:.1f}s after SIGINT"
+    assert took < 2, f"ended {took:.1f}s after SIGINT"
+    assert "KeyboardInterrupt" in out, out[-3000:]  # pytest's line on it, from the one frame kept
     # the summary counts what was selected (it said "1 of 1 selected" when 36 were)
     assert "[dayzero] 1 of 3 selected cells ran (1 interrupted)" in out, out[-3000:]
     assert "2 skipped: not reached: the run ended before it" in out, out[-3000:]

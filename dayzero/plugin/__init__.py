@@ -22,6 +22,7 @@ from dayzero.plugin.hooks import (
     pytest_xdist_auto_num_workers,
 )
 from dayzero.plugin.labfault import pytest_report_teststatus, pytest_runtest_makereport
+from dayzero.plugin.signals import pytest_keyboard_interrupt
 
 __all__ = [
     "dayzero_baseline",
@@ -32,6 +33,7 @@ __all__ = [
     "pytest_configure",
     "pytest_configure_node",
     "pytest_generate_tests",
+    "pytest_keyboard_interrupt",
     "pytest_load_initial_conftests",
     "pytest_report_header",
     "pytest_report_teststatus",

@@ -84,7 +84,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput") and _runs_suites(config):  # an xdist controller, or no xdist
         config.pluginmanager.register(CrashedCells(config), "dayzero-crashed-cells")
         config.pluginmanager.register(CellTally(config, matrix, config.stash[INVENTORY_KEY]), "dayzero-tally")
-    signals.install()
+    signals.install(bool(config.option.fulltrace))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
