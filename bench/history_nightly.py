@@ -59,6 +59,7 @@ HOSTS = ("h1", "h2", "h3", "h4")
 KINDS = ("noise", "step3", "step5", "drift", "recovery")
 WEIGHTS = (0.35, 0.2, 0.2, 0.1, 0.15)
 CAUSES = ("engine", "recipe", "none")
+SETTINGS = ("ANCHORED_Z", "FREE_Z", "FREE_FROM", "SEARCH_T", "TAIL")
 WINDOW = 15  # nights after a worsening ends in which an alarm is still that worsening's
 
 

@@ -1,8 +1,9 @@
-"""Nightly: `tools/nightly` three times; the third night's host is slower and only it regresses.
+"""Nightly: `tools/nightly` three times; the third night's host is slower. Three nights are no
+history to judge it by (a series' level needs five), so it is shown against the previous night
+and fails nothing; the history's verdict and exit status are tested on synthetic nights below.
 
 The host's slowdown is injected through the inventory (the stub server's time to first token is
-a host var), so the recipe, and its digest, are the same every night: what changed is the lab,
-which is exactly what a nightly comparison is for.
+a host var), so the recipe, and its digest, are the same every night.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def allure_results(night):
 
 
 @pytest.mark.e2e  # three nights, each built into an Allure report (Node.js)
-def test_a_slower_host_is_flagged_as_a_regression_and_an_unchanged_one_is_not(tmp_path):
+def test_a_slower_host_is_shown_against_the_previous_night_and_fails_nothing_without_a_history(tmp_path):
     card = stub_card()
     for floor in card["floors"]:
         floor["num_prompts"] = 4
@@ -60,30 +61,23 @@ def test_a_slower_host_is_flagged_as_a_regression_and_an_unchanged_one_is_not(tm
     second = nightly(root, fast, matrix)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     third = nightly(root, slow, matrix)
-    assert third.returncode == 1, third.stdout[-3000:] + third.stderr[-3000:]
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
 
     n1, n2, n3 = night_dirs(root)
     r1, r2, r3 = (json.loads((n / "regressions.json").read_text()) for n in (n1, n2, n3))
-    assert r1["previous"] is None and r1["regressions"] == []
-    # two unchanged nights: every metric compared, none flagged
-    assert r2["previous"] == str(n1) and len(r2["compared"]) > 10
-    assert r2["regressions"] == [], json.dumps(r2["regressions"], indent=1)
-    # the slow night: flagged against the night before, throughput and TTFT among the metrics
-    assert r3["previous"] == str(n2)
-    flagged = {(r["cell"], r["metric"]) for r in r3["regressions"]}
+    assert r1["previous_night"]["previous"] is None and r1["regressions"] == []
+    # two unchanged nights: every metric compared, none beyond the band
+    assert r2["previous_night"]["previous"] == str(n1) and len(r2["previous_night"]["compared"]) > 10
+    assert r2["previous_night"]["regressions"] == []
+    # the slow night: shown against the night before (display), no alarm from three nights of history
+    assert r3["previous_night"]["previous"] == str(n2)
+    shown = {(r["cell"], r["metric"]) for r in r3["previous_night"]["regressions"]}
     for cell in ("stubby/cpu/low_latency/baseline", "stubby/cpu/high_throughput/baseline"):
-        assert (cell, "output_throughput") in flagged
-        assert (cell, "median_ttft_ms") in flagged
-    assert "REGRESSION stubby/cpu/low_latency/baseline" in third.stderr
-
-    # regressions land in their own Allure category; earlier nights have none
-    for result in allure_results(n3):
-        labels = {(x["name"], x["value"]) for x in result["labels"]}
-        assert result["status"] == "failed" and ("dayzero_category", "regression") in labels
-        assert "regression against run" in result["statusDetails"]["message"]
-    for night in (n1, n2):
+        assert (cell, "output_throughput") in shown
+        assert (cell, "median_ttft_ms") in shown
+    assert r3["regressions"] == [] and "0 new regression(s)" in third.stderr
+    for night in (n1, n2, n3):
         assert {r["status"] for r in allure_results(night)} == {"passed"}
-    # the evidence itself still says the floors passed: a regression is a trend, not a verdict
     docs = [json.loads(p.read_text()) for p in (n3 / "evidence").glob("*.json")]
     assert {d["verdict"] for d in docs} == {"passed"}
 
@@ -94,10 +88,9 @@ def test_a_slower_host_is_flagged_as_a_regression_and_an_unchanged_one_is_not(tm
         assert (night / "allure-report" / "index.html").stat().st_size > 100_000
     assert (root / "latest").resolve() == n3.resolve()
 
-    # as a reader sees the third night's report: the Regression category, each cell's history
+    # as a reader sees the third night's report: each cell's history
     with Browser() as browser:
         page = AllureReportPage(browser, n3 / "allure-report" / "index.html")
-        assert re.search(r"Regression \(worse than the previous night[^\n]*\n2\b", page.categories())
         assert page.history("stubby/cpu/low_latency/baseline") == 2
 
 
@@ -137,3 +130,49 @@ def test_a_lab_fault_night_whose_report_cannot_be_built_keeps_6_as_documented(tm
     named = {int(n) for n in re.findall(r"\b(\d)\b", header)}
     assert {status for status, _ in exitcodes.EXIT_STATUSES.values()} - {exitcodes.INTERNAL_ERROR} <= named
     assert "3 when the report could not be built after a green run" in header
+
+
+def test_the_nightly_exit_status_is_its_history_verdict_not_the_previous_night_band(tmp_path, monkeypatch):
+    """Issue 41: an unchanged night 12% under the one before (a blip) exits 0; a 20% slowdown that
+    came with an engine bump exits 1 the night it happens, once; the nights after say it persists
+    and exit 0. pytest itself is replaced by a writer of each night's evidence."""
+    from types import SimpleNamespace
+
+    from dayzero import evidence
+    from dayzero.report import nightly as report_nightly
+
+    from .history_nights import night_doc
+
+    wobble = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0, 0.99, 1.01]
+    values = [100 * wobble[n % 8] for n in range(14)]
+    values[5] = 88.0  # one odd night: beyond the old 10% band, nothing changed
+    for n in range(10, 14):
+        values[n] *= 0.8
+    stamps = iter(f"20261001T{n:02d}0000Z" for n in range(14))
+    nights = iter(range(14))
+    monkeypatch.setattr(report_nightly, "night_stamp", lambda: next(stamps))
+
+    def pytest_night(cmd, **kwargs):
+        night = next(nights)
+        reports = next(a.split("=", 1)[1] for a in cmd if a.startswith("--reports="))
+        doc = night_doc(night, values[night], engine="b2" if night >= 10 else "b1", accuracy=None)
+        evidence.write(reports, doc)
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(report_nightly.subprocess, "run", pytest_night)
+    args = SimpleNamespace(
+        root=str(tmp_path / "nightly"), markers="", workers="0", band=10.0, store=None,
+        suites_root=str(REPO), no_report=True, pytest_args=[], hosts="hosts/local.yaml",
+        nightly_matrix=None, matrix=str(REPO / "matrix"),
+    )  # fmt: skip
+    codes = [report_nightly.run_nightly(args) for _ in range(14)]
+    assert codes == [0] * 10 + [1, 0, 0, 0]
+    said = [
+        json.loads(p.read_text()) for p in sorted((tmp_path / "nightly").glob("nights/*/regressions.json"))
+    ]
+    assert said[5]["previous_night"]["regressions"] and not said[5]["regressions"]  # shown, not failed
+    (new,) = [r for r in said[10]["regressions"] if r["series"].startswith("output_throughput")]
+    assert (
+        new["candidates"][0]["fact"] == "engine" and new["run_id"] == said[10]["history"]["new"][0]["run_id"]
+    )
+    assert all(s["history"]["persist"] and not s["regressions"] for s in said[11:])

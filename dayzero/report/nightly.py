@@ -360,6 +360,6 @@ def run_nightly(args) -> int:
         latest.symlink_to(Path(NIGHTS) / stamp)
     if code == 5:
         print("[nightly] no cell ran (pytest exit 5): nothing selected or no host for them", file=sys.stderr)
-    if result["regressions"] and code in (exitcodes.OK, exitcodes.LAB_FAULT):
+    if result["regressions"] and code in (exitcodes.OK, exitcodes.LAB_FAULT, exitcodes.INCONCLUSIVE):
         code = exitcodes.TESTS_FAILED  # a new regression alarm fails the night; a persisting one does not
     return code
