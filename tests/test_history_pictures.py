@@ -104,3 +104,16 @@ def test_a_years_sparkline_is_drawn_by_bucket_means_with_its_change_point_in_pla
     tick = float(svg.split('class="change" x1="')[1].split('"')[0])
     first_low = next(i for i, xy in enumerate(drawn) if float(xy.split(",")[1]) > pictures.SPARK_H / 2)
     assert tick == float(drawn[first_low].split(",")[0])  # the tick on the first bucket at the new level
+
+
+def test_a_night_with_no_point_is_a_gap_in_the_sparkline_and_the_chart(tmp_path):
+    docs = series_docs(nights(100.0, count=20))
+    docs[8]["verdict"] = "broken"  # its numbers 30% off: a gap, not a dip
+    docs[8]["checks"][0]["details"]["summaries"][0]["output_throughput"] = 70.0
+    with open_store(tmp_path / "h.sqlite") as store:
+        store.ingest((str(i), d) for i, d in enumerate(docs))
+        spark = pictures.sparklines(store, [CELL])[CELL]
+        (chart,) = pictures.charts(store, [CELL])
+    assert spark.count("<polyline") == 2 and "1 night(s) with no point" in spark
+    assert "no point (broken, invalid, contended)" in chart
+    assert pictures.positions(4, [1]) == [0, 2, 3, 4]
