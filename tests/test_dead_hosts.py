@@ -302,6 +302,49 @@ def test_hosts_check_of_seven_hosts_behind_a_dead_bastion_dials_it_once(tmp_path
         assert "connection refused" in line, line
 
 
+@pytest.fixture
+def silent_address():
+    """An address whose network drops every packet (devlab.netns, cut): no reset, no ICMP, what a
+    dead switch or a powered-off host behind a firewall gives. Root only."""
+    from devlab import netns
+
+    try:
+        host = netns.create(220 + os.getpid() % 30)  # test_stall_e2e's are 20-219
+    except netns.NetnsError as exc:
+        pytest.skip(f"no network namespace here: {exc}")
+    try:
+        host.cut()
+        yield host.address
+    finally:
+        host.delete()
+
+
+def test_hosts_check_of_seven_hosts_behind_a_silent_bastion_ends_within_ten_seconds(
+    silent_address, tmp_path, capsys
+):
+    """A bastion that drops packets used the whole 15 s connect timeout (15.9 s in all). TCP's
+    handshake now gets a third of it (three SYNs sent), the SSH login the rest: the bastion
+    costs 5 s, the 7 hosts behind it nothing more, each line says how long and what to raise."""
+    from dayzero import cli
+    from dayzero.lab.transport import CONNECT_TIMEOUT_S
+
+    hosts = {"bastion": {"address": silent_address, "port": 22, "hardware": "cpu", "slots": 0}}
+    for i in range(7):
+        hosts[f"b300-{i:02d}"] = {"address": f"10.45.0.{i + 1}", "hardware": "b300", "jump": "bastion"}
+    inv = tmp_path / "lab.yaml"
+    inv.write_text(yaml.safe_dump({"known_hosts": str(tmp_path / "known_hosts"), "hosts": hosts}))
+    t0 = time.monotonic()
+    assert cli.main(["hosts", "check", "--hosts", str(inv)]) == 1  # at the default connect timeout
+    took = time.monotonic() - t0
+    out = capsys.readouterr().out
+    assert took <= 10, f"took {took:.1f}s"
+    lines = [x for x in out.splitlines() if "UNREACHABLE" in x]
+    assert len(lines) == 8, out
+    said = f"no answer within {CONNECT_TIMEOUT_S / 3:.3g}s (the host is down, or a network drops its packets"
+    assert all(said in line and "raise --connect-timeout" in line for line in lines), out
+    assert sum("jump host bastion" in line for line in lines) == 7, out
+
+
 class SilentHost:
     """A port that takes connections and never speaks SSH (a hung host), counting each dial."""
 

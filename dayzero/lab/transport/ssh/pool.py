@@ -43,6 +43,13 @@ RETRY_PAUSE_S = 1.0
 # what runs there once its lease goes stale. (Measured: a host whose sshd stopped mid-cell kept
 # its cell's teardown waiting 15 s a step, 135 s in all, before this applied to dials too.)
 SILENT_HOLD_S = 60.0
+# TCP's handshake (to the host, or from its jump host through a tunnel) gets this share of the
+# connect timeout; SSH's banner and login get the rest. A live host's TCP answers in a round trip,
+# or after a lost SYN or two (resent at 1 and 3 s: 5 s at the 15 s default sees three SYNs go),
+# while a loaded sshd may take seconds to say its banner; a host that is down behind a network
+# dropping its packets says nothing ever: it costs this share, not the whole timeout (7 hosts
+# behind a silent bastion: 15.9 s -> 5 s).
+FIRST_CONTACT_SHARE = 1 / 3
 
 
 @dataclass
@@ -147,19 +154,24 @@ def close_all() -> None:
     POOL.close_all()
 
 
-def _tunnel(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> paramiko.Channel:
-    """A `direct-tcpip` channel from the jump host to the target: what OpenSSH's -J does.
-    A jump host that cannot be reached fails the target at once: its own dial tried again."""
+def _tunnel(
+    target: SshTarget, trust: Trust, pool: _Pool, timeout: float, first_contact: float
+) -> paramiko.Channel:
+    """A `direct-tcpip` channel from the jump host to the target: what OpenSSH's -J does (the
+    jump host's TCP handshake with the target within `first_contact`). A jump host that cannot
+    be reached fails the target at once: its own dial tried again."""
     try:
         hop = pool.get(target.jump, trust, timeout)
     except HostUnreachable as exc:
         raise _unreachable(target.describe(), f"jump host {exc}", False) from None
     try:
         return hop.transport.open_channel(
-            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=timeout
+            "direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0), timeout=first_contact
         )
     except (paramiko.SSHException, OSError, EOFError) as exc:
         why = f"jump host {target.jump.label} could not open a tunnel to {target.hostname}:{target.port}"
+        if "Timeout opening channel" in str(exc):  # paramiko's words: the jump host's connect hung
+            raise _unreachable(target.describe(), f"{why}: {silent_cause(first_contact)}", False) from None
         raise _unreachable(target.describe(), f"{why}: {exc or type(exc).__name__}", True) from None
 
 
@@ -203,17 +215,27 @@ def unreachable_cause(
     return str(exc) or type(exc).__name__, True
 
 
+def silent_cause(first_contact: float) -> str:
+    """A TCP handshake nothing answered, in words with its fix. Pure."""
+    return (
+        f"no answer within {first_contact:.3g}s (the host is down, or a network drops its packets; "
+        "on a slow link, raise --connect-timeout: a third of it is this wait)"
+    )
+
+
 def _connect(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> Connection:
-    """Dial the target: up to CONNECT_TRIES tries, all within `timeout` seconds; HostUnreachable
-    names the host and the cause of the last one. An identity file that cannot log in is said
-    at once, never dialled: no try can help."""
+    """Dial the target: up to CONNECT_TRIES tries, all within `timeout` seconds, TCP's handshake
+    within FIRST_CONTACT_SHARE of it; HostUnreachable names the host and the cause of the last
+    one. An identity file that cannot log in is said at once, never dialled: no try can help."""
     if (problem := identity_problem(target)) is not None:
         raise HostUnreachable(f"{target.describe()}: cannot log in: {problem}")
     started = time.monotonic()
     deadline = started + timeout
+    first_contact = timeout * FIRST_CONTACT_SHARE
     for tries in range(1, CONNECT_TRIES + 1):
         try:
-            return _dial(target, trust, pool, max(deadline - time.monotonic(), 0.1))
+            left = max(deadline - time.monotonic(), 0.1)
+            return _dial(target, trust, pool, left, min(first_contact, left))
         except HostUnreachable as exc:
             if not exc.retry or tries == CONNECT_TRIES or deadline - time.monotonic() < RETRY_PAUSE_S:
                 took, word = time.monotonic() - started, "try" if tries == 1 else "tries"
@@ -226,20 +248,26 @@ def _unreachable(where: str, cause: str, retry: bool) -> HostUnreachable:
     return HostUnreachable(f"{where}: cannot connect: {cause}", retry)
 
 
-def _socket(target: SshTarget, timeout: float) -> socket.socket:
+def _socket(target: SshTarget, first_contact: float) -> socket.socket:
     """The TCP connection, made here rather than by paramiko: its errors say what went wrong
     (paramiko's say "[Errno None] Unable to connect")."""
     try:
-        return socket.create_connection((target.hostname, target.port), timeout=timeout)
+        return socket.create_connection((target.hostname, target.port), timeout=first_contact)
+    except TimeoutError:
+        raise _unreachable(target.describe(), silent_cause(first_contact), False) from None
     except OSError as exc:  # a name that does not resolve, refused, no answer, no route
-        why = unreachable_cause(exc, target.hostname, target.port, timeout)
+        why = unreachable_cause(exc, target.hostname, target.port, first_contact)
         raise _unreachable(target.describe(), *why) from None
 
 
-def _dial(target: SshTarget, trust: Trust, pool: _Pool, timeout: float) -> Connection:
+def _dial(target: SshTarget, trust: Trust, pool: _Pool, timeout: float, first_contact: float) -> Connection:
+    """One try: TCP (or the jump host's tunnel) within `first_contact`, SSH within `timeout`."""
     started, where = time.monotonic(), target.describe()
     client = _client(target, trust)
-    sock = _tunnel(target, trust, pool, timeout) if target.jump is not None else _socket(target, timeout)
+    if target.jump is not None:
+        sock = _tunnel(target, trust, pool, timeout, first_contact)
+    else:
+        sock = _socket(target, first_contact)
     try:
         client.connect(
             target.hostname,
