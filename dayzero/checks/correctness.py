@@ -47,8 +47,16 @@ def repetition_ratio(text: str, n: int = 5) -> float:
     return Counter(grams).most_common(1)[0][1] / len(grams)
 
 
+def probe_name(probe_id: str) -> str:
+    return f"probe:{probe_id}"
+
+
+def golden_name(probe_id: str) -> str:
+    return f"golden:{probe_id}"
+
+
 def check_probe(probe: Probe, text: str, error: str | None) -> CheckResult:
-    name = f"probe:{probe.id}"
+    name = probe_name(probe.id)
     problems = []
     if error:
         problems.append(f"request failed: {error}")
@@ -180,7 +188,7 @@ def check_golden(
     the one this run's client ran on, kept beside the golden's. `forced`: the engine's scores of
     the golden's text (`dayzero.checks.forced`, teacher forcing), which must also hold; where
     there are none, `forced_why` says why (kept in the details)."""
-    name = f"golden:{probe_id}"
+    name = golden_name(probe_id)
     if expected is None:
         return CheckResult(
             name,

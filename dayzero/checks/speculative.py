@@ -50,6 +50,10 @@ def from_timings(records: Sequence[Mapping]) -> dict:
     }
 
 
+def check_name(workload: str) -> str:
+    return f"speculative:accept_length@{workload}"
+
+
 def check_acceptance(
     workload: str,
     tag: str,
@@ -61,7 +65,7 @@ def check_acceptance(
 ) -> CheckResult:
     """One workload's acceptance length from the counters' difference; fails below the card's
     bound, with request errors, or when the counters could not be read (never a pass on no data)."""
-    name = f"speculative:accept_length@{workload}"
+    name = check_name(workload)
     errors = sum(1 for r in records if r.get("error"))
     details: dict = {"workload": workload, "tag": tag, "source": kind, "timings": from_timings(records)}
     length = None

@@ -208,6 +208,10 @@ def context_fit(points: Sequence[Mapping]) -> dict:
 # --- the sweep's check --------------------------------------------------------------------------
 
 
+def check_name(sweep: Sweep) -> str:
+    return f"sweep:{sweep.name}@{sweep.workload}"
+
+
 def sweep_check(sweep: Sweep, points: Sequence[Mapping], skipped: Sequence[float]) -> CheckResult:
     """Every point in the details; invalid when a point's client saturated, failed when a point's
     records show gaming (anti-gaming findings). Not reaching every point in the budget is said."""
@@ -233,7 +237,7 @@ def sweep_check(sweep: Sweep, points: Sequence[Mapping], skipped: Sequence[float
             details["max_load_at_slo"] = max_load(points, sweep.slo.target)
     if sweep.kind == "context" and points:
         details["fit"] = context_fit(points)
-    name = f"sweep:{sweep.name}@{sweep.workload}"
+    name = check_name(sweep)
     loads = ", ".join(p["label"] for p in points) or "none"
     message = f"{sweep.kind} sweep of {sweep.workload}: {len(points)} point(s) measured ({loads})"
     if skipped:

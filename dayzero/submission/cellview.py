@@ -14,6 +14,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from dayzero.checks import CheckResult
+from dayzero.checks.sweep import check_name as sweep_check_name
 from dayzero.run import plan, plans, records
 from dayzero.run.plan import (
     AccuracyPlan,
@@ -138,7 +139,7 @@ class CellView:
         out = []
         for sp in self.sweeps:
             claimed = next(
-                (c for c in self.doc["checks"] if c["name"] == f"sweep:{sp.sweep.name}@{sp.sweep.workload}"),
+                (c for c in self.doc["checks"] if c["name"] == sweep_check_name(sp.sweep)),
                 {},
             )
             loads = {*sp.sweep.points}

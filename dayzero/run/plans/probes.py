@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dayzero.checks import CheckResult
-from dayzero.checks.correctness import check_golden, check_probe
+from dayzero.checks.correctness import check_golden, check_probe, golden_name, probe_name
 from dayzero.run import plan
 from dayzero.run.plan import ProbePlan
 from dayzero.run.plans.base import CORRECTNESS, Source, Unrecomputable
@@ -47,7 +47,7 @@ class Probes:
             yield pp
 
     def names(self, pp: ProbePlan) -> list[str]:
-        return [f"probe:{p.id}" for p in pp.probes] + [f"golden:{p.id}" for p in pp.probes]
+        return [probe_name(p.id) for p in pp.probes] + [golden_name(p.id) for p in pp.probes]
 
     def judge(self, pp: ProbePlan, src: Source) -> Iterator[CheckResult]:
         with src.step("correctness: probes and goldens"):

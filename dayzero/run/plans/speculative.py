@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dayzero.checks import CheckResult
-from dayzero.checks.speculative import check_acceptance, from_snapshots
+from dayzero.checks.speculative import check_acceptance, check_name, from_snapshots
 from dayzero.engines.prometheus import SpecCounters
 from dayzero.run import plan
 from dayzero.run.plan import SpeculativePlan
@@ -38,7 +38,7 @@ class Speculative:
         return plan.speculative(card, cell, suites)
 
     def names(self, sp: SpeculativePlan) -> list[str]:
-        return [f"speculative:accept_length@{sp.workload.name}"]
+        return [check_name(sp.workload.name)]
 
     def judge(self, sp: SpeculativePlan, src: Source) -> Iterator[CheckResult]:
         kind, name = src.card.engine.name, sp.workload.name

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dayzero.checks import FAILED, CheckResult
-from dayzero.checks.sweep import sweep_check, sweep_floor_check
+from dayzero.checks.sweep import check_name, sweep_check, sweep_floor_check
 from dayzero.run import sweeps
 from dayzero.run.plans.base import MEASUREMENT, Source
 from dayzero.spec.card import ModelCard
@@ -22,7 +22,7 @@ class Sweeps:
 
     def names(self, sp: sweeps.SweepPlan) -> list[str]:
         sweep = sp.sweep
-        return [f"sweep:{sweep.name}@{sweep.workload}"] + ([sweep.floor_name] if sweep.floor else [])
+        return [check_name(sweep)] + ([sweep.floor_name] if sweep.floor else [])
 
     def judge(self, sp: sweeps.SweepPlan, src: Source) -> Iterator[CheckResult]:
         sweep = sp.sweep
