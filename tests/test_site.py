@@ -282,3 +282,9 @@ def test_the_site_in_chromium_shows_the_grid_a_cell_and_a_night(labs, capsys):
     assert seen["night"] == [1, "night 2026-09-19"]
     assert seen["card"][0] == 1 and "(lab-a)" in seen["card"][1]
     assert all((out / f"{name}.png").stat().st_size > 10_000 for name in seen)
+
+
+def test_a_store_that_is_not_there_is_refused_not_made_empty(tmp_path, capsys):
+    assert main(["site", str(tmp_path / "site"), "--store", str(tmp_path / "typo.sqlite")]) == 2
+    assert "typo.sqlite: <root>: no history store here" in capsys.readouterr().err
+    assert not (tmp_path / "typo.sqlite").exists() and not (tmp_path / "site").exists()

@@ -31,6 +31,7 @@ def add(sub) -> None:
 
 def run(args) -> int:
     from dayzero import site
+    from dayzero.errors import ConfigError
     from dayzero.history.store import open_store
     from dayzero.site import links
     from dayzero.spec.matrix import load_matrix
@@ -39,7 +40,10 @@ def run(args) -> int:
         links.parse(args.evidence_url, "--evidence-url"), links.parse(args.allure_url, "--allure-url")
     )
     matrix = load_matrix(args.matrix) if Path(args.matrix).is_dir() else None
-    with open_store(args.store or default_store()) as store:
+    target = args.store or default_store()
+    if "://" not in target and not Path(target).is_file():  # opening would make an empty one
+        raise ConfigError(target, "", "no history store here (dayzero history ingest makes it; --store)")
+    with open_store(target) as store:
         written = site.write(store, Path(args.out), published, matrix)
     print(f"{Path(args.out) / 'index.html'}: {len(written)} page(s)")
     if matrix is None:
