@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="400 cells (800 series)")
     ap.add_argument("--sweep", action="store_true", help="also replay with looser and stricter bars")
     ap.add_argument("--seed", type=int, default=41)
-    ap.add_argument("--out", default="bench/results/history_nightly.json")
+    ap.add_argument("--out", default="reports/bench/history_nightly.json")
     args = ap.parse_args(argv)
     cells = 400 if args.full else args.cells
     lab = plan(np.random.default_rng(args.seed), cells)
