@@ -12,8 +12,11 @@ night K on, the copied card's `vars.threads` goes from 2 to 1: llama-server deco
 and the recipe digest changes with it. Change points settle once five nights follow them, so
 ten nights with the shift at the fifth are the shortest replay that can find it.
 
-Exit 0 only when a change point of output_throughput or median TPOT is found at night K,
-attributed to the recipe digest; else 1, saying why.
+Exit 0 only when (a) no night but K exits 1 (the nightly's verdict is its history's: an unchanged
+night exits 0, and the nights after K say the regression persists without failing again),
+(b) night K exits 1 with a new alarm of output_throughput or median TPOT at night K whose first
+candidate is the recipe digest, and (c) the whole-series search finds the change point at night K,
+attributed to the recipe; else 1, saying why.
 """
 
 from __future__ import annotations
@@ -107,14 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     card = short_matrix(out / "matrix", args.cell.split("/")[0])
     hosts, root, store_path = inventory(out / "hosts.yaml"), out / "nightly", out / "history.sqlite"
-    start = time.monotonic()
+    start, codes = time.monotonic(), []
     for i in range(args.nights):
         set_threads(card, "1" if i >= args.shift_at else "2")
         t0 = time.monotonic()
         code = night(root, out / "matrix", hosts, store_path, args.cell, out / f"night-{i:02d}.log")
+        codes.append(code)
         print(f"night {i}: threads {'1' if i >= args.shift_at else '2'}, exit {code}, "
               f"{time.monotonic() - t0:.0f} s", flush=True)  # fmt: skip
-        # exit 1 (a floor or the previous-night comparison failed) is still a night: its evidence counts
+        # exit 1 (a floor failed, or the history raised an alarm) is still a night: its evidence counts
         if len(list(root.glob("nights/*/evidence/*.json"))) != i + 1:
             print(f"night {i} left no evidence (exit {code}): see {out / f'night-{i:02d}.log'}")
             return 1
@@ -139,14 +143,44 @@ def main(argv: list[str] | None = None) -> int:
             hit.append(c)
     if not found:
         print("  (none)")
-    summary = {"cell": args.cell, "shift_at": args.shift_at, "changes": [c.to_json() for c in found]}
+    said = [json.loads(p.read_text()) for p in sorted(root.glob("nights/*/regressions.json"))]
+    print("\nnightly verdicts:")
+    raised = []
+    for i, (code, r) in enumerate(zip(codes, said, strict=False)):
+        h = r.get("history", {})
+        print(
+            f"  night {i}: exit {code}, {len(h.get('new', []))} new, {len(h.get('persist', []))} persisting"
+        )
+        for a in h.get("new", []):
+            print(f"    NEW {a['message']}")
+            first = (a.get("candidates") or [{}])[0]
+            if i == args.shift_at and a["run_id"] == runs[args.shift_at] and first.get("fact") == "recipe":
+                raised.append(a)
+    summary = {
+        "cell": args.cell,
+        "shift_at": args.shift_at,
+        "exit_codes": codes,
+        "changes": [c.to_json() for c in found],
+        "alarms": [a for r in said for a in r.get("history", {}).get("new", [])],
+    }
     (out / "replay.json").write_text(json.dumps(summary, indent=2))
-    if hit:
-        print(f"\nOK: {len(hit)} change point(s) found at night {args.shift_at}, attributed to the recipe")
+    wrong = [i for i, code in enumerate(codes) if (code == 1) != (i == args.shift_at)]
+    fails = []
+    if wrong:
+        fails.append(
+            f"nights {wrong} exited {[codes[i] for i in wrong]} (only night {args.shift_at} should exit 1)"
+        )
+    if not raised:
+        fails.append(f"no alarm raised at night {args.shift_at} with the recipe ranked first")
+    if not hit:
+        fails.append(
+            f"no change point of {' or '.join(METRICS)} at night {args.shift_at} attributed to the recipe"
+        )
+    if not fails:
+        print(f"\nOK: only night {args.shift_at} exited 1, its alarm at its night with the recipe first; "
+              f"{len(hit)} change point(s) there")  # fmt: skip
         return 0
-    print(
-        f"\nFAIL: no change point of {' or '.join(METRICS)} at night {args.shift_at} attributed to the recipe"
-    )
+    print("\nFAIL: " + "; ".join(fails))
     return 1
 
 
