@@ -8,6 +8,7 @@ beside it. The same checks on the main job's real bundle: tests/test_submission_
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -112,6 +113,7 @@ def test_the_card_says_whose_points_and_whose_cost(lab, tmp_path):
         markdown = benchcard.to_markdown(card, card.kind)
         assert f"points: accepted vendor submissions, on the vendor's word: {VENDOR} (vendor" in markdown
         assert "| whose |" in markdown
+        assert re.search(f"{VENDOR}(&#x27;|&#39;|')s \\(vendor\\)", benchcard.pareto_svg(card))  # its legend
         line = benchcard.frontier_cost_line(card)
         assert f"({VENDOR}'s)" in line and f"({VENDOR} (vendor, bundle" in line, line
 

@@ -304,6 +304,7 @@ def pareto_svg(card: BenchCard) -> str:
     several = len({(p.mode, p.strategy) for p in shown}) > 1  # else the legend names the sweep alone
     for p in shown:
         name = f"{p.mode}/{p.strategy} {p.sweep}" if several else f"{p.sweep} ({p.kind})"
+        name += "" if p.whose == reproduction.LAB else f", {p.whose}'s (vendor)"  # whose, in the legend
         series.setdefault("measured on a contended host" if p.contended else name, []).append(p)
     charts = [
         Series(
