@@ -1,4 +1,4 @@
-"""`dayzero nightly`: the matrix on an inventory (xdist), compared with the previous night, reported."""
+"""`dayzero nightly`: the matrix on an inventory (xdist), each night judged by its history, reported."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dayzero.cli.common import HOSTS
 def add(sub) -> None:
     p = sub.add_parser(
         "nightly",
-        help="run the matrix on an inventory (xdist), compare with the previous night, build the report",
+        help="run the matrix on an inventory (xdist), judge the night by its history, build the report",
         description=__doc__,
     )
     p.add_argument("--hosts", default=HOSTS, help=f"inventory (default: {HOSTS})")
@@ -18,7 +18,12 @@ def add(sub) -> None:
     p.add_argument("--root", default="reports/nightly", help="nightly root (default: reports/nightly)")
     p.add_argument("-m", dest="markers", default="", help="marker expression, e.g. b300 (default: all)")
     p.add_argument("-n", dest="workers", default="auto", help="xdist workers (default: auto = host slots)")
-    p.add_argument("--band", type=float, default=10.0, help="default noise band in %% without spread (10)")
+    p.add_argument(
+        "--band",
+        type=float,
+        default=10.0,
+        help="the previous-night comparison's band in %% without spread (10; display only)",
+    )
     p.add_argument(
         "--store",
         default=os.environ.get("DAYZERO_HISTORY"),
