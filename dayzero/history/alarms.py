@@ -8,7 +8,9 @@ of its last move and its open alarms), and each night asks only whether the newe
 the level held since that move:
 
 1. **level**: the nights since the series' last move (its last change point, or the night of its
-   newest alarm or recovery); at least `MIN_LEVEL` of them, one-night blips out;
+   newest alarm or recovery); at least `MIN_LEVEL` of them, one-night blips out. A series of
+   fewer than `YOUNG` nights knows its noise poorly: it is scaled up by sqrt(YOUNG / nights), and
+   only anchored tails (below) are tested;
 2. **tail tests**: the newest w nights (their median; w = 1..`TAIL`) against the level, in units
    of the series' own noise (`changes.noise`, robust to steps and blips). Where a recorded fact
    that does not rotate changed on the tail's first night (an engine, a recipe: where a change
@@ -43,6 +45,7 @@ ANCHORED_Z = 4.5
 FREE_Z = 2.5  # each night of a free tail, in units of the series' noise
 SEARCH_T = 5.0
 RECENT = 15
+YOUNG = 15  # nights: a shorter series' noise is scaled up by sqrt(YOUNG / nights), free tails wait
 # variance of the median of w normal nights, in units of one night's (w = 1..4)
 MEDIAN_VARIANCE = {1: 1.0, 2: 0.5, 3: 0.449, 4: 0.343}
 
@@ -161,7 +164,12 @@ def _level(x: Sequence[float]) -> float:
 
 
 def tail_moves(
-    x: Sequence[float], lo: int, sigma: float, anchors: frozenset[int], min_level: int = MIN_LEVEL
+    x: Sequence[float],
+    lo: int,
+    sigma: float,
+    anchors: frozenset[int],
+    min_level: int = MIN_LEVEL,
+    free: bool = True,
 ) -> list[Move]:
     """The tail tests of tonight (the last of x) against the level x[lo:tail]: each w whose move
     passes its bar, strongest first. Anchored (a recorded change on the tail's first night): the
@@ -171,7 +179,7 @@ def tail_moves(
     for w in range(1, TAIL + 1):
         a = n - w
         anchored = a in anchors
-        if a - lo < min_level or (not anchored and w < FREE_FROM):
+        if a - lo < min_level or (not anchored and (w < FREE_FROM or not free)):
             continue
         level, now = _level(x[lo:a]), _tail(x, w)
         if anchored:
@@ -221,7 +229,8 @@ def judge(
         return Verdict(persist=state.open, state=state)
     n = len(values)
     anchors = causes.informative(facts)
-    sigma = changes.noise(values)
+    # a young series' noise rests on few nights: its bar is raised, and free tails wait for it
+    sigma = changes.noise(values) * math.sqrt(max(1.0, YOUNG / n))
     since = _index(finished, state.since)
     found = changes.detect(values, changed=anchors)
     # the level starts at the last move: a change point too old to raise, or an improvement (a
@@ -237,7 +246,7 @@ def judge(
             )
     if state.open:  # a recovery is measured from the newest alarm's level
         lo = max(lo, _index(finished, state.open[-1].finished))
-    moves += tail_moves(values, lo, sigma, anchors, 2 if state.open else MIN_LEVEL)
+    moves += tail_moves(values, lo, sigma, anchors, 2 if state.open else MIN_LEVEL, free=n >= YOUNG)
     if not moves:
         return Verdict(persist=state.open, state=state)
     move = max(moves, key=lambda m: (m.how == "change point", abs(m.z)))
