@@ -50,6 +50,13 @@ def _values(secrets: Iterable[str]) -> set[str]:
     return {s for s in out if len(s) >= 4}
 
 
+def inside(secrets: Iterable[str]) -> tuple[str, ...]:
+    """The secret values inside set-up lines (their secret-named assignments'), not the lines:
+    for a preview that shows a host's setup with only its secrets masked."""
+    secrets = tuple(secrets)
+    return tuple(v for v in _values(secrets) if v not in secrets)
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """Mask known secret values and `NAME=value` pairs whose name looks secret."""
     for secret in sorted(_values(secrets), key=len, reverse=True):

@@ -7,6 +7,7 @@ import yaml
 
 from .conftest import REPO, run_pytest, write_yaml
 from .stub_cells import STUB_PORT, stub_card, stub_inventory, stub_matrix, stub_pair_card
+from .test_dry_run_preview import one_line
 
 
 def test_collect_b300_lists_kimi_cells():
@@ -78,9 +79,9 @@ def test_dry_run_prints_commands_for_each_cell():
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert out.count("== kimi-k3.1-pro/b300/") == 20
-    serve = [line for line in out.splitlines() if "sglang serve" in line]
+    serve = [line for line in one_line(out).splitlines() if "sglang serve" in line]
     assert serve and all("--tp 8" in line for line in serve)
-    assert "# server[0] on b300-01 (10.20.0.11)" in out
+    assert "# server[0] on b300-01: dayzero@10.20.0.11:22 via dayzero@bastion.lab.example:22" in out
     assert "unsupported: WideEP" in out
     assert "needs 2 b300 hosts" in out or "prefill[0] on b300-01" in out
     assert "passed" not in out and "failed" not in out

@@ -20,6 +20,7 @@ from dayzero.spec.recipe import hosts_needed, render, templates
 from dayzero.submission.provenance import launch_problem
 
 from .conftest import REPO, run_pytest, write_yaml
+from .test_dry_run_preview import one_line
 
 B300 = "kimi-k3.1-pro/b300/balanced/dflash"
 GB300 = "kimi-k3.1-pro/gb300/balanced/baseline"
@@ -119,11 +120,12 @@ def test_dry_run_on_a_slurm_inventory_shows_the_job_and_the_whole_srun_line(tmp_
     matrix = load_matrix(matrix_dir)
     inv = cluster_inventory(tmp_path, matrix)
     text = dry_run_text(matrix, inv, matrix.cell(B300))
-    job = next(line for line in text.splitlines() if "# slurm job: sbatch" in line)
+    flat = one_line(text)  # each wrapped command (one flag a line) on one line
+    job = next(line for line in flat.splitlines() if line.strip().startswith("sbatch"))
     assert "--gres gpu:nvidia_b300:8" in job and f"--job-name 'dayzero:<run>:{B300}'" in job
-    srun = next(line for line in text.splitlines() if line.strip().startswith("srun "))
+    srun = next(line for line in flat.splitlines() if line.strip().startswith("srun "))
     assert f"'--container-image={LAB_IMAGE}' {MOUNTS} --no-container-mount-home bash -c" in srun
-    assert "source /opt/sglang/activate" not in text, "engine_setup is a secret"
+    assert "   source /opt/sglang/activate\n" in text, "the engine_setup, shown (issue 45 item 3)"
     assert "exec sglang serve" in text
     switch = "/scratch/dayzero/jobs/leases/slot-<i>/owner.json"
     assert switch in text and "dayzero-watchdog $$" in text, "the step's switch on the node"
@@ -133,7 +135,7 @@ def test_pytest_dry_run_with_the_example_slurm_inventory_prints_srun_lines():
     """`pytest -m b300 --dry-run --hosts hosts/slurm.example.yaml`: no controller is asked."""
     result = run_pytest("-q", "-m", "b300 and balanced", "--dry-run", "--hosts", "hosts/slurm.example.yaml")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    sruns = [line for line in result.stdout.splitlines() if line.strip().startswith("srun --jobid")]
+    sruns = [line for line in one_line(result.stdout).splitlines() if line.strip().startswith("srun --jobid")]
     assert sruns and all("--container-image=registry.lab.example#sglang:b300" in s for s in sruns), sruns
     assert "module load" not in result.stdout and (REPO / "hosts" / "slurm.example.yaml").exists()
 
