@@ -165,6 +165,12 @@ def describe_system(matrix: Matrix, docs: list[dict], vendor: str, overrides: di
             hosts.setdefault(
                 h["name"], {k: h[k] for k in ("name", "hardware", "accelerators", "facts") if k in h}
             )
+    if problems := _unused(hardware, docs, overrides, engine_overrides):
+        raise PackError(
+            "--system FILE describes what no run packed used: "
+            + "; ".join(problems)
+            + " (remove it there, or pack evidence of it)"
+        )
     if problems := _replaced(hardware, docs, overrides, engine_overrides):
         raise PackError(
             "--system FILE contradicts what the harness collected: "
@@ -211,6 +217,31 @@ def _given(given, collected, path: list) -> bool:
     if isinstance(given, dict) and head in given:
         return _given(given[head], collected.get(head) if isinstance(collected, dict) else None, rest)
     return False
+
+
+def _unused(hardware: dict, docs: list[dict], overrides: dict, engine_overrides: dict) -> list[str]:
+    """Each kind and engine `--system` describes that no packed run used: its description would
+    stand alone in the bundle (a kind's catalogue fields missing, refused as if the file lacked
+    them)."""
+    ran = sorted({d["engine"]["name"] for d in docs})
+    kinds = [k for k in overrides.get("hardware") or {} if k not in hardware]
+    names = [n for n in engine_overrides if n not in ran]
+    used, engines = ", ".join(sorted(hardware)), ", ".join(ran)
+    return [f"hardware {k!r} (the runs packed used {used})" for k in kinds] + [
+        f"engine {n!r} (the runs packed ran {engines})" for n in names
+    ]
+
+
+def _all_broken(selected: list[tuple[Path, dict]]) -> str:
+    """Why a bundle of only broken runs is refused, each cell with its error; "" otherwise."""
+    if any(doc.get("verdict") != "broken" for _, doc in selected):
+        return ""
+    why = "; ".join(f"{doc['cell']}: {doc.get('error') or 'broken'}" for _, doc in selected[:5])
+    more = f" (and {len(selected) - 5} more)" if len(selected) > 5 else ""
+    return (
+        f"nothing to submit: the latest run of every cell packed is broken (a lab fault: nothing was "
+        f"measured): {why}{more}. Run the cells again until they end passed, failed or inconclusive"
+    )
 
 
 def _replaced(hardware: dict, docs: list[dict], overrides: dict, engine_overrides: dict) -> list[str]:
@@ -288,6 +319,8 @@ def pack(
             "commit or stash them, or pack with --allow-dirty (the checker will report it)"
         )
     selected = select_evidence(reports_dir, cells)
+    if why := _all_broken(selected):
+        raise PackError(why)
     docs = [doc for _, doc in selected]
     unknown = [d["cell"] for d in docs if d["cell"] not in {c.id for c in matrix.cells}]
     if unknown:
