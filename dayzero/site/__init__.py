@@ -115,7 +115,7 @@ def nightly_words(runs) -> dict[str, dict[str, list]]:
     here and the history answered there (`nights.told`)."""
     out: dict[str, dict[str, list]] = {}
     folders = {(run["lab"], night_dir(run["path"])) for _, run in runs if not run["vendor"]}
-    for lab, folder in sorted(folders):
+    for lab, folder in sorted((lab, f) for lab, f in folders if f is not None):
         history = (read_doc(str(folder / REGRESSIONS)) or {}).get("history")
         if isinstance(history, dict) and "not_available" not in history:
             mine = out.setdefault(lab, {})

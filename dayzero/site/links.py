@@ -43,7 +43,8 @@ class Links:
         return _href(self.evidence, run, page_dir, Path(run["path"]))
 
     def allure_href(self, run: Mapping, page_dir: Path) -> str | None:
-        return _href(self.allure, run, page_dir, night_dir(run["path"]) / ALLURE_INDEX)
+        night = night_dir(run["path"])
+        return _href(self.allure, run, page_dir, night / ALLURE_INDEX if night else None)
 
 
 def parse(values: Sequence[str], flag: str) -> tuple[tuple[str, str], ...]:
@@ -64,32 +65,34 @@ def parse(values: Sequence[str], flag: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def night_dir(path: str) -> Path:
-    """The folder of a run's night: the one holding its `evidence/` folder."""
+def night_dir(path: str) -> Path | None:
+    """The folder of a run's night: the one holding its `evidence/` folder (None: the file is
+    not laid out as a night's, `report.nightly`)."""
     p = Path(path)
-    return p.parent.parent if p.parent.name == "evidence" else p.parent
+    return p.parent.parent if p.parent.name == "evidence" else None
 
 
 def fields(run: Mapping) -> dict[str, str]:
-    path = Path(run["path"])
-    night = night_dir(run["path"]).name if path.parent.name == "evidence" else ""
+    path, night = Path(run["path"]), night_dir(run["path"])
     raw = {
         "lab": run["lab"],
         "cell": run["cell"],
         "slug": slug(run["cell"]),
         "run": run["run_id"],
         "controller": run["controller"],
-        "night": night,
+        "night": night.name if night else "",
         "file": path.name,
     }
     return {k: urllib.parse.quote(v, safe="/") for k, v in raw.items()}
 
 
-def _href(templates: Sequence[tuple[str, str]], run: Mapping, page_dir: Path, local: Path) -> str | None:
+def _href(
+    templates: Sequence[tuple[str, str]], run: Mapping, page_dir: Path, local: Path | None
+) -> str | None:
     mine = dict(templates)
     template = mine.get(run["lab"], mine.get(""))
     if template is not None:
         return template.format(**fields(run))
-    if not local.is_file():
+    if local is None or not local.is_file():
         return None
     return urllib.parse.quote(os.path.relpath(local.resolve(), Path(page_dir).resolve()))
