@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from dayzero.checks import FAILED, PASSED, CheckResult
@@ -152,22 +153,28 @@ def test_every_host_of_a_cell_counts_the_cells_ranks_on_other_hosts_as_its_own()
     assert cell_groups(dep) == {"lab1": [101, 102, 201], "lab2": [101, 102, 201]}
 
 
-def test_a_watch_ends_with_its_block_not_with_the_samplers_interval():
+def test_a_watch_ends_with_its_block_not_with_the_samplers_interval(monkeypatch):
     """The block's end stops the sampler under way (its stop file) instead of waiting out its
     interval: a phase used to end only once the current 2 s sample had, ~1 s a phase. With a
     60 s interval the block still ends within seconds, no sampler is left, and a full sample taken
     while the block ran is kept."""
     import time
 
+    from dayzero.lab import hostload
     from dayzero.lab.hostload import watching
 
+    # This watch's own sampler, by its stop file's name: another run's samplers (a cell under way
+    # in another xdist worker or pytest) are not this block's.
+    tag = uuid.uuid4()
+    monkeypatch.setattr(hostload.uuid, "uuid4", lambda: tag)
     t = LocalTransport(HOST)
     start = time.monotonic()
     with watching(t, (), interval=60.0) as samples:
         time.sleep(0.5)
     took = time.monotonic() - start
     assert took < 30, f"the block waited {took:.0f} s for the sampler's 60 s interval"
-    left = subprocess.run(["pgrep", "-f", "dayzero-hostload-"], capture_output=True, text=True).stdout
+    mine = f"dayzero-hostload-{tag.hex}"
+    left = subprocess.run(["pgrep", "-f", mine], capture_output=True, text=True).stdout
     assert not left.strip(), f"sampler left running: {left}"
     assert samples == [], "a sample cut short is no sample"
     with watching(t, (), interval=0.3) as samples:
