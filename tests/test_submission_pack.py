@@ -50,3 +50,14 @@ def test_pack_refuses_a_kind_or_engine_no_run_used_naming_it(lab, tmp_path):
     vllm = {**SYSTEM, "engines": [*SYSTEM["engines"], {"name": "vllm", "version": "0.11"}]}
     with pytest.raises(PackError, match=r"engine 'vllm' \(the runs packed ran llama\.cpp\)"):
         lab.pack(lab.reports, tmp_path / "c.tar.gz", system=vllm)
+
+
+def test_pack_refuses_a_placeholder_image_digest_for_runs_that_recorded_no_image(lab, tmp_path):
+    """Issue 45: an accepted bundle described a cpu run, which ran in no container, with an image
+    digest of zeros (0 findings)."""
+    zeros = {"engines": [{**SYSTEM["engines"][0], "image_digest": "sha256:" + "0" * 64}]}
+    with pytest.raises(PackError) as err:
+        lab.pack(lab.reports, tmp_path / "b.tar.gz", system=zeros)
+    said = "engines llama.cpp image_digest 'sha256:" + "0" * 64 + "': give a digest of what ran, "
+    assert said in str(err.value)
+    assert "not a placeholder of zeros (its runs recorded no image)" in str(err.value)

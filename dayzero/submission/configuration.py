@@ -9,6 +9,7 @@ cell, eight devices where the catalogue has four, memory a kind does not have).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from dayzero.lab.preflight import NO_DRIVER
@@ -18,6 +19,7 @@ from dayzero.submission.cellview import known_cell
 from dayzero.submission.findings import Finding, short
 from dayzero.submission.timeline import when
 
+PLACEHOLDER_DIGEST = "sha256:" + "0" * 64  # what a description gives where it knows no digest
 LEASE_SLACK_S = 5.0  # lease times are ISO seconds
 MEMORY_SLACK = 0.15  # device tools report GiB of a kind sold in GB, less what firmware keeps
 
@@ -181,6 +183,29 @@ def check_facts(s: Subject, ref: Reference) -> list[Finding]:
     return out
 
 
+def collected_images(docs) -> dict[str, set[str]]:
+    """Each engine's container images as its runs recorded them (the runtime's resolved name,
+    digest included; a run outside a container records none). Pure."""
+    images: dict[str, set[str]] = {}
+    for doc in docs:
+        engine = doc.get("engine") if isinstance(doc.get("engine"), dict) else {}
+        if isinstance(engine.get("name"), str) and isinstance(engine.get("image"), str):
+            images.setdefault(engine["name"], set()).add(engine["image"])
+    return images
+
+
+def image_problem(said, images: set[str]) -> str:
+    """Why a described engine's `image_digest` is not one its runs had ("" where it may be): an
+    all-zero placeholder, or a digest none of the images its runs recorded carries. Pure."""
+    if said == PLACEHOLDER_DIGEST:
+        seen = f"its runs used {short(', '.join(sorted(images)))}" if images else "its runs recorded no image"
+        return f"a digest of what ran, not a placeholder of zeros ({seen})"
+    digests = {d for image in images for d in re.findall(r"sha256:[0-9a-f]{64}", image)}
+    if digests and said not in digests:
+        return f"the digest of the image its runs used: {short(', '.join(sorted(digests)))}"
+    return ""
+
+
 def _collected(s: Subject, ref: Reference) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """What the harness collected: each kind's drivers (its hosts' facts), each engine's versions."""
     drivers: dict[str, set[str]] = {}
@@ -198,7 +223,8 @@ def _collected(s: Subject, ref: Reference) -> tuple[dict[str, set[str]], dict[st
 def check_system(s: Subject, ref: Reference) -> list[Finding]:
     """The system description agrees with what the harness collected: a kind's driver is the one
     preflight read on its hosts (none on a cpu host), an engine's version the one its runs
-    recorded. A description fills what cannot be collected; it never says otherwise."""
+    recorded, its image digest one of the images they ran in (never a placeholder of zeros). A
+    description fills what cannot be collected; it never says otherwise."""
     system = (s.submission or {}).get("system")
     if not isinstance(system, dict):
         return []
@@ -214,11 +240,16 @@ def check_system(s: Subject, ref: Reference) -> list[Finding]:
                         SUBMISSION, "configuration.system", found, f"the driver its hosts had: {short(seen)}"
                     )
                 )
+    images = collected_images(s.evidence.values())
     for i, engine in enumerate(system.get("engines") or []):
         name, said = (engine.get("name"), engine.get("version")) if isinstance(engine, dict) else (None, None)
         if (seen := versions.get(name)) and said not in seen:
             found = f"system.engines[{i}].version {short(said)} ({short(name, 40)})"
             expected = f"the version its runs recorded: {short(', '.join(sorted(seen)))}"
+            out.append(Finding(SUBMISSION, "configuration.system", found, expected))
+        digest = engine.get("image_digest") if isinstance(engine, dict) and name in versions else None
+        if digest is not None and (expected := image_problem(digest, images.get(name, set()))):
+            found = f"system.engines[{i}].image_digest {short(digest)} ({short(name, 40)})"
             out.append(Finding(SUBMISSION, "configuration.system", found, expected))
     return out
 

@@ -37,6 +37,7 @@ from dayzero.submission.bundle import (
     in_layout,
     sha256_file,
 )
+from dayzero.submission.configuration import collected_images, image_problem
 from dayzero.submission.provenance import matrix_digest
 from dayzero.submission.signature import sign
 
@@ -246,18 +247,24 @@ def _all_broken(selected: list[tuple[Path, dict]]) -> str:
 
 def _replaced(hardware: dict, docs: list[dict], overrides: dict, engine_overrides: dict) -> list[str]:
     """Each collected fact `--system` says otherwise: a kind's catalogue fields and cpu driver,
-    an engine's version as its runs recorded it (its image, which may not be collected, it may fill)."""
+    an engine's version as its runs recorded it, its image digest where they recorded one (never
+    zeros: an image or a local build it may fill, not a placeholder)."""
     problems = []
     for kind, fields in (overrides.get("hardware") or {}).items():
         for key, said in fields.items() if isinstance(fields, dict) else ():
             seen = hardware.get(kind, {}).get(key)
             if seen is not None and said != seen:
                 problems.append(f"hardware.{kind}.{key} {said!r}, collected {seen!r}")
+    images = collected_images(docs)
     for name, entry in sorted(engine_overrides.items(), key=lambda kv: str(kv[0])):
         seen = sorted({d["engine"]["version"] for d in docs if d["engine"]["name"] == name})
         if "version" in entry and seen and entry["version"] not in seen:
             recorded = ", ".join(seen)
             problems.append(f"engines {name} version {entry['version']!r}, its runs recorded {recorded}")
+        if "image_digest" in entry and (
+            want := image_problem(entry["image_digest"], images.get(name, set()))
+        ):
+            problems.append(f"engines {name} image_digest {entry['image_digest']!r}: give {want}")
     return problems
 
 

@@ -144,6 +144,11 @@ def _other_engine_version(system: dict) -> None:
     system["engines"][0]["version"] = "b9999 (described, not run)"
 
 
+def _placeholder_digest(system: dict) -> None:
+    """Issue 45: a cpu run (no image collected) described with an all-zero image digest."""
+    system["engines"][0]["image_digest"] = "sha256:" + "0" * 64
+
+
 CASES = [
     IdentityCase("prompt-digest-of-another-prompt", "inputs.digest", edited(digest_of_another_prompt, True)),
     IdentityCase("prompts-shortened-recomputed", "inputs.length", consistent(shorter_prompts), "-r0.json"),
@@ -170,6 +175,9 @@ CASES = [
         "system-engine-version-not-its-runs",
         "configuration.system",
         edited(_system(_other_engine_version), True),
+    ),
+    IdentityCase(
+        "system-image-digest-placeholder", "configuration.system", edited(_system(_placeholder_digest), True)
     ),
     IdentityCase("one-run-backs-two-cells", "identity.one-run", consistent(one_run_two_cells), "-c1-r0.json"),
 ]
