@@ -270,3 +270,36 @@ def test_a_ctrl_c_python_swallows_still_ends_the_run_interrupted(tmp_path):
     assert "Exception ignored" in out, f"the interrupt was not swallowed where it landed\n{out[-3000:]}"
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
     assert not list((tmp_path / "work" / "leases").glob("slot-*"))
+
+
+def _deep_interrupt(depth: int) -> pytest.ExceptionInfo[KeyboardInterrupt]:
+    def down(n: int) -> None:
+        if n == 0:
+            raise KeyboardInterrupt
+        down(n - 1)
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        down(depth)
+    return info
+
+
+@pytest.mark.parametrize(
+    ("mode", "frames", "frozen"), [("last frame", 1, True), ("full", 12, True), ("untouched", 12, False)]
+)
+def test_an_interrupted_run_renders_one_frame_and_skips_the_last_collections(
+    monkeypatch, mode, frames, frozen
+):
+    """What an interrupted run did after Ctrl-C was CPU: pytest rendering every frame's source to
+    print the last one, the interpreter's last collections over the heap. A dayzero run hands
+    pytest the last frame (all under --full-trace) and freezes its objects out of those
+    collections at exit; pytest without a dayzero run (this project's own tests) is untouched."""
+    from dayzero.plugin import signals
+
+    at_exit: list = []
+    monkeypatch.setattr(signals, "_traceback", [mode])
+    monkeypatch.setattr(signals.atexit, "register", at_exit.append)
+    info = _deep_interrupt(10)
+    assert len(info.traceback) == 12  # the test's frame, down()'s 11
+    signals.pytest_keyboard_interrupt(info)
+    assert len(info.traceback) == frames
+    assert at_exit == ([signals.gc.freeze] if frozen else [])
