@@ -136,7 +136,8 @@ def check_floor(floor: Floor, measurement: Measurement | Mapping) -> CheckResult
         details["interval"] = interval.to_json()
     verdict = FAILED if problems else INCONCLUSIVE if on_interval == INCONCLUSIVE else PASSED
     if verdict == INCONCLUSIVE:
-        message += " -- inconclusive: the interval straddles the bound"
+        why = "the interval straddles the bound" if interval.supported else "the sample cannot support it"
+        message += f" -- inconclusive: {why}"
     return CheckResult(
         floor.name,
         "performance",

@@ -51,6 +51,7 @@ class CellTally:
         self.product_failures = 0  # failed reports of any test that are not lab faults
         self.lab_faults = 0
         self.inconclusive = 0  # failed reports of cells whose floors were inconclusive, nothing failed
+        self.unsure: list[str] = []  # their lines: the cell, each floor and its interval
         self.selected: list[str] = []  # every selected cell's id, reported or not
         self.result: Tally | None = None
 
@@ -64,6 +65,8 @@ class CellTally:
         if report.failed:
             self.lab_faults += bool(fault)
             self.inconclusive += bool(unsure)
+            if unsure:
+                self.unsure += str(report.longrepr).splitlines()
             self.product_failures += not fault and not unsure
         cell = self._cell(report.nodeid)
         if cell is None:
@@ -139,6 +142,8 @@ class CellTally:
         for line in result.summary():
             fault = line.startswith(("broken: ", "  "))
             terminalreporter.write_line(f"[dayzero] {line}", yellow=fault, bold=line.startswith("broken: "))
+        for line in self.unsure:  # never green: each floor neither passed nor failed, and why
+            terminalreporter.write_line(f"[dayzero] {line}", yellow=True, bold=not line.startswith(" "))
         if result.empty:
             allowed = " (allowed: --allow-empty)" if self.config.getoption("dayzero_allow_empty") else ""
             terminalreporter.write_line(result.why_empty() + allowed, red=not allowed, bold=True)
