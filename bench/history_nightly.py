@@ -162,6 +162,11 @@ def replay(lab: list[dict], work: Path, rng) -> tuple[list[dict], float]:
     return said, time.monotonic() - start
 
 
+def caused(cell: dict) -> str:
+    """The value the step's cause took on its night (a gap that night moves it, not the value)."""
+    return f"llama.cpp e{cell['engine']}.1" if cell["cause"] == "engine" else "r1"
+
+
 def night_of(finished: str) -> int:
     return (dt.date.fromisoformat(finished[:10]) - START.date()).days
 
@@ -195,7 +200,7 @@ def score(lab: list[dict], said: list[dict]) -> dict:
                     if cell["cause"] != "none":
                         top = (a.get("candidates") or [{}])[0]
                         causes_ok.append(
-                            top.get("fact") == cell["cause"] and night_of(top["finished"]) == cell["at"]
+                            top.get("fact") == cell["cause"] and top.get("after") == caused(cell)
                         )
         for r in h.get("recovered", ()):
             cell = by_cell[r["cell"]]
@@ -285,7 +290,11 @@ def offline(lab: list[dict], work: Path) -> dict:
     return out
 
 
-SWEEP = ({"ANCHORED_Z": 4.0, "FREE_Z": 2.25}, {}, {"ANCHORED_Z": 5.0, "FREE_Z": 2.75, "SEARCH_T": 5.5})
+SWEEP = (
+    {"ANCHORED_Z": 3.0, "FREE_Z": 2.25, "SEARCH_T": 5.0},
+    {},
+    {"ANCHORED_Z": 4.5, "FREE_Z": 2.75, "SEARCH_T": 7.0},
+)
 
 
 def run_once(lab: list[dict], seed: int, work: Path, settings: dict) -> tuple[dict, list[dict]]:

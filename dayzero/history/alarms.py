@@ -41,9 +41,9 @@ from dayzero.history import causes, changes
 TAIL = 4
 MIN_LEVEL = 5
 FREE_FROM = 3
-ANCHORED_Z = 4.5
+ANCHORED_Z = 3.5
 FREE_Z = 2.5  # each night of a free tail, in units of the series' noise
-SEARCH_T = 5.0
+SEARCH_T = 6.0
 RECENT = 15
 YOUNG = 15  # nights: a shorter series' noise is scaled up by sqrt(YOUNG / nights), free tails wait
 # variance of the median of w normal nights, in units of one night's (w = 1..4)
