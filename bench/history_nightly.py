@@ -18,7 +18,8 @@ Every night is written as evidence (`tests/history_nights.night_doc`) and judged
 `report.nightly.judge_night`: ingested into the store, each series judged from the state the
 night before left. Then counted from each night's regressions.json:
 - false alarms: new alarms not within [event - 3, event end + 15] of a worsening (per series);
-- delay: the night a step was first announced less its night, by size;
+- delay: the night a step was first announced less its first measured night (the step's own
+  night, or the next one where its run broke or was missing), by size; and from its night;
 - broken nights: alarms whose night is a broken, invalid or missing one (must be none);
 - cause: the first candidate of each step's alarm is its planted cause (engine or recipe);
 - recoveries: each recovery names the alarm of its step.
@@ -177,6 +178,7 @@ def score(lab: list[dict], said: list[dict]) -> dict:
     false_series, false_alarms, at_bad, delays, causes_ok, recoveries = set(), 0, 0, {}, [], []
     first: dict[tuple, int] = {}
     examples: list[list] = []
+    late: dict[str, list[int]] = {}  # the delay from the step's night, gap or not
     for night, h in enumerate(said):
         for a in h.get("new", ()):
             cell = by_cell[a["cell"]]
@@ -196,7 +198,9 @@ def score(lab: list[dict], said: list[dict]) -> dict:
                 if cell["kind"].startswith("step") or cell["kind"] == "recovery":
                     size = "3" if cell["kind"] == "step3" else "5"
                     cause = "recorded" if cell["cause"] != "none" else "unrecorded"
-                    delays.setdefault(f"{size} sigma, {cause}", []).append(night - cell["at"])
+                    measured = next(n for n in range(cell["at"], NIGHTS) if n not in cell["bad"])
+                    delays.setdefault(f"{size} sigma, {cause}", []).append(night - measured)
+                    late.setdefault(f"{size} sigma, {cause}", []).append(night - cell["at"])
                     if cell["cause"] != "none":
                         top = (a.get("candidates") or [{}])[0]
                         causes_ok.append(
@@ -225,6 +229,10 @@ def score(lab: list[dict], said: list[dict]) -> dict:
             }
             for k, v in sorted(delays.items())
         },  # fmt: skip
+        "delay_from_the_step_night_median": {k: float(np.median(v)) for k, v in sorted(late.items())},
+        "same_night_from_the_step_night_pct": {
+            k: round(100 * np.mean(np.array(v) == 0), 1) for k, v in sorted(late.items())
+        },
         "steps_never_announced": missed,
         "right_cause_first_pct": round(100 * np.mean(causes_ok), 1) if causes_ok else None,
         "attributed_steps": len(causes_ok),
