@@ -10,7 +10,7 @@ the level held since that move:
 1. **level**: the nights since the series' last move (its last change point, or the night of its
    newest alarm or recovery); at least `MIN_LEVEL` of them, one-night blips out. A series of
    fewer than `YOUNG` nights knows its noise poorly: it is scaled up by sqrt(YOUNG / nights), and
-   only anchored tails (below) are tested;
+   only anchored tails (below) are tested, no free tails nor change points;
 2. **tail tests**: the newest w nights (their median; w = 1..`TAIL`) against the level, in units
    of the series' own noise (`changes.noise`, robust to steps and blips). Where a recorded fact
    that does not rotate changed on the tail's first night (an engine, a recipe: where a change
@@ -261,7 +261,7 @@ def judge(
     lo = max([since, *(i for i in settled if i <= n - MIN_LEVEL)])
     moves: list[Move] = []
     for c in found:
-        fresh = c.index > since + 2 and n - c.index <= RECENT and c.t >= SEARCH_T
+        fresh = n >= YOUNG and c.index > since + 2 and n - c.index <= RECENT and c.t >= SEARCH_T
         if fresh and all(abs(c.index - _index(finished, a.finished)) > 2 for a in state.open):
             moves.append(
                 Move(c.index, c.before, c.after, c.t if c.after > c.before else -c.t, "change point")
