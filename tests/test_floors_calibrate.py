@@ -76,3 +76,28 @@ def test_the_verb_reads_runs_and_writes_the_floors_file_with_provenance(tmp_path
     }
     assert "output_throughput" in capsys.readouterr().out
     assert main(["floors", "calibrate", CELL, "--from", str(tmp_path / "none"), "--out", str(out)]) == 2
+
+
+def test_a_calibrated_bound_holds_on_its_cpu_kind_alone_live_and_in_the_checker():
+    """The shipped card's llama.cpp throughput floor: its calibrated bound on the AMD EPYC with
+    AVX-512 it was measured on, the hand-set bound on every other kind (an Intel with AMX, an
+    AVX2-only AMD, hosts of two kinds); the run and the checker read the kind from the same facts."""
+    from types import SimpleNamespace
+
+    from dayzero.checks.calibration import hosts_cpu_kind
+    from dayzero.spec.card import floors_for
+    from dayzero.spec.matrix import load_matrix
+    from dayzero.submission.cellview import Recorded
+
+    from .conftest import REPO
+
+    matrix = load_matrix(REPO / "matrix")
+    cell = next(c for c in matrix.cells if c.id == CELL)
+    (floor,) = [f for f in floors_for(matrix.card(cell), cell) if f.metric == "output_throughput"]
+    avx2 = {**EPYC, "isa": ["avx2"]}
+    assert floor.on(cpu_kind(EPYC)).bound == 31.9
+    assert floor.on(cpu_kind(SAPPHIRE)).bound == floor.on(cpu_kind(avx2)).bound == floor.bound == 10
+    assert hosts_cpu_kind([EPYC, EPYC]) == "amd-epyc-avx512"
+    assert hosts_cpu_kind([EPYC, SAPPHIRE]) == "mixed" and hosts_cpu_kind([None]) == "unknown"
+    doc = run_doc("r1", 60.0, 70.0, 20.0)
+    assert Recorded(SimpleNamespace(doc=doc)).cpu_kind == "amd-epyc-avx512"

@@ -18,6 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dayzero.checks.calibration import cpu_kind
+from dayzero.loadgen.client import machine
+from dayzero.spec.card import floors_for
+from dayzero.spec.matrix import load_matrix
+
 from .conftest import REPO, run_pytest
 
 pytestmark = pytest.mark.e2e
@@ -29,6 +34,16 @@ FLOOR = "floor:output_throughput@random-64-32/c1"
 def test_half_the_threads_never_passes_the_calibrated_throughput_floor(tmp_path):
     if shutil.which("llama-server") is None and not (Path.home() / ".cache/dayzero/llama.cpp").exists():
         pytest.skip("llama-server not built: run tools/build-engine (CI builds it)")
+    kind = cpu_kind(machine())  # what the run's preflight will read on this host
+    matrix_now = load_matrix(REPO / "matrix")
+    cell = next(c for c in matrix_now.cells if c.id == CELL)
+    (shipped,) = [f for f in floors_for(matrix_now.card(cell), cell) if f.name == FLOOR]
+    if shipped.on(kind) is shipped:  # a known gap, stated, not a pass: no calibration for this kind
+        pytest.xfail(
+            f"{FLOOR} is calibrated on {', '.join(k for k, _ in shipped.calibrated)} only; this "
+            f"{kind} keeps the hand-set {shipped.bound:g}, too low to catch a 2x slowdown "
+            "(`dayzero floors calibrate` on a quiet host of this kind closes it)"
+        )
     inventory = yaml.safe_load((REPO / "hosts" / "local.yaml").read_text())
     inventory["hosts"]["local"]["vars"]["threads"] = "1"  # half the card's 2: the engine slowed down
     hosts = tmp_path / "half-threads.yaml"

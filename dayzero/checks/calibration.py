@@ -77,6 +77,13 @@ def cpu_kind(machine: Mapping | None) -> str:
     return "-".join(p for p in (vendor, family, level) if p)
 
 
+def hosts_cpu_kind(machines: Iterable[Mapping | None]) -> str:
+    """The CPU kind a cell ran on: its hosts' one kind, "mixed" where they differ (no calibrated
+    bound holds on a mix), "unknown" where none says."""
+    kinds = {cpu_kind(m) for m in machines}
+    return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "unknown"
+
+
 def _sig(value: float, digits: int = 3) -> float:
     if value == 0:
         return 0.0

@@ -23,6 +23,7 @@ import allure
 
 from dayzero import __version__, atomic, engines, evidence
 from dayzero.checks import FAILED, NOT_MEASURED, CheckResult, near_tie
+from dayzero.checks.calibration import hosts_cpu_kind
 from dayzero.checks.performance import INVALID
 from dayzero.checks.tool_calls import answers
 from dayzero.clock import now_iso
@@ -345,8 +346,19 @@ def add_alternate(goldens_dir: Path, cell_id: str, texts: dict[str, str], proven
     return save_golden(goldens_dir, replace(golden, alternates=alternates))
 
 
+def cpu_kind_of(ctx: RunContext, t: CellTarget, held) -> str:
+    """The CPU kind of the cell's hosts, from their preflight facts: which calibrated floor holds."""
+    facts = [ctx.pool.facts_of(h, t.engine_name) for h in held.hosts]
+    return hosts_cpu_kind(f.machine if f else None for f in facts)
+
+
 def measure(
-    ctx: RunContext, t: CellTarget, ep: Endpoint, accelerators: int, checks: list[CheckResult]
+    ctx: RunContext,
+    t: CellTarget,
+    ep: Endpoint,
+    accelerators: int,
+    checks: list[CheckResult],
+    cpu_kind: str = "unknown",
 ) -> list[CheckResult]:
     """Performance floors, accuracy gate and speculative acceptance (`dayzero.run.phases`), appended
     to `checks` as they are made; raw client answers are kept under records/<phase>.json.
@@ -354,7 +366,7 @@ def measure(
     An invalid measurement (the client, not the server, was the bottleneck) is a lab fault:
     InfrastructureError, so the cell is broken rather than failed.
     """
-    run_all(t.card, t.cell, ep, accelerators, t.suites, into=checks)
+    run_all(t.card, t.cell, ep, accelerators, t.suites, into=checks, cpu_kind=cpu_kind)
     invalid = [c for c in checks if c.verdict == INVALID]
     if invalid:
         raise InfrastructureError(f"{invalid[0].name}: {invalid[0].message}")
@@ -487,7 +499,8 @@ def run_cell(
                 record_golden(ctx, t, run)
             elif not correctness_only:
                 used = parallel_accelerators(t.card, cell)
-                measure(ctx, t, ep, used or sum(h.accelerators for h in held.hosts), run.checks)
+                accelerators = used or sum(h.accelerators for h in held.hosts)
+                measure(ctx, t, ep, accelerators, run.checks, cpu_kind=cpu_kind_of(ctx, t, held))
                 if (unknown := version_check(run.version)) is not None:
                     run.checks.append(unknown)
         finally:

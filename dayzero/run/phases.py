@@ -245,6 +245,7 @@ class Live:
     golden: Golden | None = None
     recording: bool = False
     engine_version: str = "unknown"
+    cpu_kind: str = "unknown"
 
     @property
     def recipe_digest(self) -> str:
@@ -330,7 +331,13 @@ def run_tool_calls(
 
 
 def run_all(
-    card: ModelCard, cell: Cell, ep: Endpoint, accelerators: int, suites: Path, into: list[CheckResult]
+    card: ModelCard,
+    cell: Cell,
+    ep: Endpoint,
+    accelerators: int,
+    suites: Path,
+    into: list[CheckResult],
+    cpu_kind: str = "unknown",
 ) -> list[CheckResult]:
     """The measurement stage: performance, then sweeps, accuracy and speculative acceptance (each
     only if the card asks; `run.plans.KINDS` holds the order).
@@ -338,7 +345,8 @@ def run_all(
     Checks are appended to `into` as they are made, so a later phase that raises (server died,
     host lost) leaves every earlier check in the evidence.
     """
-    for check in run_stage(Live(ep, card, cell, accelerators), suites, plans.MEASUREMENT):
+    src = Live(ep, card, cell, accelerators, cpu_kind=cpu_kind)
+    for check in run_stage(src, suites, plans.MEASUREMENT):
         into.append(check)
     if (unread := metrics_check(ep)) is not None:
         into.append(unread)

@@ -249,6 +249,7 @@ class Floor:
     num_prompts: int | None = None
     repetitions: int | None = None
     label: str = ""  # set by floors_for only where two floors of a cell would share a name
+    calibrated: tuple[tuple[str, float], ...] = ()  # (CPU kind, its bound): `dayzero floors calibrate`
 
     @property
     def key(self) -> str:
@@ -265,6 +266,12 @@ class Floor:
     @property
     def min(self) -> float:
         return self.bound
+
+    def on(self, cpu_kind: str) -> Floor:
+        """The floor as it holds on hosts of `cpu_kind`: its calibrated bound there, else the
+        card's own (a kind nobody calibrated keeps the hand-set bound)."""
+        bound = dict(self.calibrated).get(cpu_kind)
+        return self if bound is None else replace(self, bound=bound, calibrated=())
 
 
 @dataclass(frozen=True)
@@ -591,6 +598,7 @@ def _floor(path: Path | None, i: int, rule: Mapping) -> Rule[Floor]:
         max_tokens=rule.get("max_tokens", 64),
         num_prompts=rule.get("num_prompts"),
         repetitions=rule.get("repetitions"),
+        calibrated=tuple(sorted((k, float(v)) for k, v in (rule.get("calibrated") or {}).items())),
     )
     suffix = NORMALISE[floor.normalise]
     if suffix and floor.metric not in THROUGHPUTS and not floor.metric.endswith(suffix):

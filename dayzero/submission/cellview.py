@@ -14,6 +14,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 from dayzero.checks import CheckResult
+from dayzero.checks.calibration import hosts_cpu_kind
 from dayzero.checks.sweep import check_name as sweep_check_name
 from dayzero.run import plan, plans, records
 from dayzero.run.plan import (
@@ -191,6 +192,10 @@ class Recorded:
     @property
     def accelerators(self) -> int:
         return accelerators(self.view.doc)
+
+    @property
+    def cpu_kind(self) -> str:
+        return hosts_cpu_kind((h.get("facts") or {}).get("machine") for h in self.view.doc["hosts"])
 
     def exchange(self, phase, concurrency, requests, *, action="load", timeout=0.0, prepare=None):
         rel, answer = self.view.answer(phase)

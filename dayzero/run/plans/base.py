@@ -49,6 +49,12 @@ class Source(Protocol):
     @property
     def accelerators(self) -> int: ...
 
+    @property
+    def cpu_kind(self) -> str:
+        """The CPU kind of the cell's hosts (`checks.calibration.hosts_cpu_kind`): which of a
+        floor's calibrated bounds holds."""
+        ...
+
     def exchange(
         self,
         phase: str,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from dayzero.checks import CheckResult
@@ -24,6 +25,7 @@ class Floors:
         return [floor.name for floor in m.floors]
 
     def judge(self, m: MeasurementPlan, src: Source) -> Iterator[CheckResult]:
+        m = replace(m, floors=tuple(floor.on(src.cpu_kind) for floor in m.floors))
         with src.step(f"performance: {m.workload.name} at concurrency {m.concurrency}"):
             answers, processes, docs = src.repetitions(m)
             measurement = m.measurement(answers, src.accelerators, processes, docs)
