@@ -279,7 +279,7 @@ def test_the_site_in_chromium_shows_the_grid_a_cell_and_a_night(labs, capsys):
     assert seen["grid"] == [9, "dayzero results across labs"]  # the real cells ran once: no sparkline
     assert seen["cell"] == [9, CELLS[0]]  # three series in each of three labs, each drawn
     assert seen["vendors"] == [2, SWEPT]
-    assert seen["night"] == [1, "night 2026-09-19"]
+    assert seen["night"] == [2, "night 2026-09-19"]  # lab a's in hindsight, lab b's nightly's own
     assert seen["card"][0] == 1 and "(lab-a)" in seen["card"][1]
     assert all((out / f"{name}.png").stat().st_size > 10_000 for name in seen)
 
