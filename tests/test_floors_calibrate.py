@@ -101,3 +101,25 @@ def test_a_calibrated_bound_holds_on_its_cpu_kind_alone_live_and_in_the_checker(
     assert hosts_cpu_kind([EPYC, SAPPHIRE]) == "mixed" and hosts_cpu_kind([None]) == "unknown"
     doc = run_doc("r1", 60.0, 70.0, 20.0)
     assert Recorded(SimpleNamespace(doc=doc)).cpu_kind == "amd-epyc-avx512"
+
+
+def test_the_checker_applies_the_evidences_own_contention_marks_under_the_runs_rule():
+    """A bundle's phases marked contended (its host-load samples stay on the lab's side) read as
+    the run read them: a passed floor keeps its verdict with the mark, a missed one becomes the lab
+    fault it was; an honest bundle measured beside a busy neighbour is no longer a recompute finding."""
+    from types import SimpleNamespace
+
+    from dayzero.checks import FAILED, PASSED, CheckResult
+    from dayzero.checks.performance import INVALID
+    from dayzero.submission.cellview import Recorded
+
+    doc = run_doc("r1", 60.0, 70.0, 20.0, contended=True)
+    src = Recorded(SimpleNamespace(doc=doc))
+    name = "floor:output_throughput@random-64-32/c1"
+    phases = ["perf-random-64-32-c1-r0", "perf-random-64-32-c1-r1"]
+    kept = src.contended(CheckResult(name, "performance", PASSED, "m"), phases)
+    assert kept.verdict == PASSED and kept.details["contended"] == {phases[0]: "local: host contended"}
+    missed = src.contended(CheckResult(name, "performance", FAILED, "m"), phases)
+    assert missed.verdict == INVALID and "host contended" in missed.message
+    clean = src.contended(CheckResult(name, "performance", FAILED, "m"), ["perf-other-r0"])
+    assert clean.verdict == FAILED and "contended" not in clean.details

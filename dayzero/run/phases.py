@@ -112,7 +112,12 @@ def judged_for_contention(result: CheckResult, phases: list[str], ep: Endpoint) 
     (`details.contended`: phase -> what contended the host), never read as a clean one; a floor
     missed (or inconclusive) then is no verdict on the product: the measurement is invalid (a lab
     fault), naming what contended the host."""
-    seen = {p: ep.contended[p] for p in phases if p in ep.contended}
+    return mark_contended(result, {p: ep.contended[p] for p in phases if p in ep.contended})
+
+
+def mark_contended(result: CheckResult, seen: Mapping[str, str]) -> CheckResult:
+    """`judged_for_contention`'s rule, given what contended which phase (pure: the checker applies
+    it to the marks a bundle's evidence states)."""
     if not seen:
         return result
     result = replace(result, details={**result.details, "contended": seen})

@@ -17,6 +17,7 @@ from dayzero.checks import CheckResult
 from dayzero.checks.calibration import hosts_cpu_kind
 from dayzero.checks.sweep import check_name as sweep_check_name
 from dayzero.run import plan, plans, records
+from dayzero.run.phases import mark_contended
 from dayzero.run.plan import (
     AccuracyPlan,
     MeasurementPlan,
@@ -232,7 +233,13 @@ class Recorded:
         return measure, view.metrics.get
 
     def contended(self, result: CheckResult, phases) -> CheckResult:
-        return result  # the run's host-load verdict is the configuration checks' business
+        """The evidence's own marks of its phases (the host-load samples are not in a bundle),
+        under the run's rule: a mark can only take a verdict away (a missed floor becomes a lab
+        fault, a broken cell, never a pass), so a stated one is safe to apply."""
+        stated = next((c for c in self.view.doc["checks"] if c.get("name") == result.name), None)
+        marks = ((stated or {}).get("details") or {}).get("contended") or {}
+        ours = set(phases)
+        return mark_contended(result, {p: why for p, why in marks.items() if p in ours})
 
     def step(self, title: str):
         return contextlib.nullcontext()
