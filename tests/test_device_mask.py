@@ -15,12 +15,14 @@ import os
 import random
 import shlex
 import threading
+from types import SimpleNamespace
 
 from dayzero.checks import claims
 from dayzero.run.cell import RunContext, new_run_id, run_cell
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
 from dayzero.spec.recipe import render
+from dayzero.submission.cellview import Recorded
 
 from .conftest import REPO, write_yaml
 from .stub_cells import stub_card, stub_matrix
@@ -110,6 +112,9 @@ def test_two_tp2_cells_share_one_host_under_disjoint_masks(tmp_path, monkeypatch
         s["output_throughput_per_accelerator"] == round(s["output_throughput"] / 2, 4) for s in summaries
     ), "per-accelerator figures divide by the two accelerators the cell used, not the host's eight"
     assert claims.accelerators(doc["hosts"]) == 2  # a claim per accelerator, the same
+    # and the submission checker divides its recomputed figures as the run did
+    view = SimpleNamespace(doc=doc, card=matrix.card(cells[0]), cell=cells[0])
+    assert Recorded(view).accelerators == 2
     first, second = sorted(leases, key=lambda lease: lease["acquired"])
     assert second["acquired"] < first["released"], "side by side: both held the host at once"
     assert not list((tmp_path / "work" / "leases").glob("*-*")), "slots and accelerators released"

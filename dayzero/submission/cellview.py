@@ -31,6 +31,7 @@ from dayzero.run.sweeps import SweepPlan, SweepPoint
 from dayzero.spec.card import Floor, ModelCard
 from dayzero.spec.goldens import Golden, load_golden
 from dayzero.spec.matrix import Cell, Matrix
+from dayzero.spec.recipe import parallel_accelerators
 from dayzero.spec.workloads import suites_dir
 from dayzero.submission.findings import short
 
@@ -192,7 +193,9 @@ class Recorded:
 
     @property
     def accelerators(self) -> int:
-        return accelerators(self.view.doc)
+        """What the run divided its per-accelerator figures by (`run.cell`): the mode's parallel
+        size where it states one (a share of a host), else every accelerator of its hosts."""
+        return parallel_accelerators(self.card, self.cell) or accelerators(self.view.doc)
 
     @property
     def cpu_kind(self) -> str:
