@@ -130,3 +130,51 @@ def test_broken_and_contended_nights_are_gaps_and_raise_nothing(tmp_path):
         series = trends.clean_series(store, CELL)
         assert {len(points) for _, points in series.values()} == {27}  # three gaps
         assert all(p.value > 90 for _, points in series.values() for p in points if "throughput" in p.facts)
+
+
+def _shared_change_lab(tmp_path, tput, change):
+    """Cells judged night by night through `trends.night`, each cell's throughput from `tput`,
+    every cell making the recorded change `change` (facts) from night 24: the new alarms."""
+    from .history_nights import night_doc
+
+    cells, state, new = [f"m{c}/cpu+llama.cpp/low_latency/s" for c in range(len(tput))], {}, []
+    for night in range(len(tput[0])):
+        fixed = change if night >= 24 else {}
+        docs = {
+            cell: night_doc(night, tput[c][night], cell=cell, accuracy=None) for c, cell in enumerate(cells)
+        }
+        for doc in docs.values():
+            doc["run"]["harness_version"] = fixed.get("harness", doc["run"]["harness_version"])
+            doc["engine"]["version"] = fixed.get("engine", doc["engine"]["version"])
+            path = write_nights(tmp_path / "nightly", [doc])[0]
+        said = trends.night(tmp_path / "h.sqlite", path.parent.parent, docs, state)
+        state = said["state"]
+        new += [(night, a) for a in said["new"]]
+    return cells, new
+
+
+def test_a_shared_change_that_moved_no_other_cell_needs_the_stricter_bar(tmp_path):
+    rng = np.random.default_rng(7)
+    tput = 100 * (1 + 0.02 * rng.standard_normal((6, 30)))
+    tput[0, 24] -= 100 * 0.02 * 4.3  # one odd night (4.3 sigma) the night of a harness bump
+    harness = [{"harness": "0.2.0" if n >= 24 else "0.1.0"} for n in range(30)]
+    alone, _ = replay(list(tput[0]), harness)  # the series alone: the bump anchors it
+    assert [(n, a.how) for n, w, a in alone if w == "new"] == [(24, "recorded change")]
+    _, new = _shared_change_lab(tmp_path, tput, {"harness": "0.2.0"})
+    assert new == []  # five other cells made the same bump and none moved: a weak anchor
+
+
+def test_a_shared_change_that_moved_the_other_cells_keeps_the_anchored_bar(tmp_path):
+    rng = np.random.default_rng(8)
+    tput = 100 * (1 + 0.02 * rng.standard_normal((6, 30)))
+    tput[:, 24:] -= 10  # every cell 5 sigma slower from the engine bump
+    engine = [{"engine": "b4600" if n >= 24 else "b4500"} for n in range(30)]
+    cells, new = _shared_change_lab(tmp_path, tput, {"engine": "b4600"})
+    raised = {(a["cell"], n, a["how"]) for n, a in new if a["series"].startswith("output_throughput")}
+    alone = {
+        (cell, n, a.how)
+        for cell, x in zip(cells, tput, strict=True)
+        for n, w, a in replay(list(x), engine)[0]
+        if w == "new"
+    }
+    assert raised == alone and {how for _, _, how in alone} == {"recorded change"} and len(alone) == 6

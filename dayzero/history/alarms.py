@@ -16,7 +16,9 @@ the level held since that move:
    that does not rotate changed on the tail's first night (an engine, a recipe: where a change
    is expected) the bar is `ANCHORED_Z` for the tail's median, from one night on; elsewhere
    each of at least `FREE_FROM` nights must pass `FREE_Z`, so that one odd night, or two, never
-   raise an alarm;
+   raise an alarm. A **weak** anchor (a change many cells shared that moved almost none of the
+   others: a harness bump; the caller sees the other cells, `trends.judged`) is tested in every
+   cell that shared it, so it needs `STRICT_Z`, or else passes as a free tail;
 3. **change points**: a regression `changes.detect` finds after the last move, within `RECENT`
    nights, with t at least `SEARCH_T` (slow steps and drifts the tails are too short for);
 4. an alarm is **raised** once (its night becomes the last move), reported as **persisting**
@@ -42,6 +44,7 @@ TAIL = 4
 MIN_LEVEL = 5
 FREE_FROM = 3
 ANCHORED_Z = 3.5
+STRICT_Z = 5.0  # a weak anchor's bar: a change shared by many cells that moved almost none of them
 FREE_Z = 2.5  # each night of a free tail, in units of the series' noise
 SEARCH_T = 6.0
 RECENT = 15
@@ -192,29 +195,32 @@ def tail_moves(
     anchors: frozenset[int],
     min_level: int = MIN_LEVEL,
     free: bool = True,
+    weak: frozenset[int] = frozenset(),
 ) -> list[Move]:
     """The tail tests of tonight (the last of x) against the level x[lo:tail]: each w whose move
     passes its bar, strongest first. Anchored (a recorded change on the tail's first night): the
-    tail's median at least ANCHORED_Z from the level. Free: every night of the tail at least
-    FREE_Z from it, the same way (two odd nights in a row never are three)."""
+    tail's median at least ANCHORED_Z from the level (STRICT_Z at a `weak` anchor). Free (also a
+    weak anchor short of STRICT_Z): every night of the tail at least FREE_Z from it, the same way
+    (two odd nights in a row never are three)."""
     n, out = len(x), []
     for w in range(1, TAIL + 1):
         a = n - w
-        anchored = a in anchors
-        if a - lo < min_level or (not anchored and (w < FREE_FROM or not free)):
+        anchored, freed = a in anchors, w >= FREE_FROM and free
+        if a - lo < min_level or not (anchored or freed):
             continue
         level, now = _level(x[lo:a]), _tail(x, w)
+        how = ""
         if anchored:
             z = (now - level) / (sigma * math.sqrt(MEDIAN_VARIANCE[w] + 1 / (a - lo)))
-            passed = abs(z) >= ANCHORED_Z
-        else:
+            how = "recorded change" if abs(z) >= (STRICT_Z if a in weak else ANCHORED_Z) else ""
+        if not how and freed and (not anchored or a in weak):
             each = [(v - level) / (sigma * math.sqrt(1 + 1 / (a - lo))) for v in x[a:]]
             z = min(each) if each[0] > 0 else max(each)
             passed = min(abs(e) for e in each) >= FREE_Z and all(e * each[0] > 0 for e in each)
-        big = abs(now - level) >= changes.MIN_CHANGE_PCT / 100 * abs(level)
-        if big and passed:
-            night = a if anchored else _best_split(x, lo, a)
-            out.append(Move(night, level, _tail(x, n - night), z, "recorded change" if anchored else "tail"))
+            how = "tail" if passed else ""
+        if how and abs(now - level) >= changes.MIN_CHANGE_PCT / 100 * abs(level):
+            night = a if how == "recorded change" else _best_split(x, lo, a)
+            out.append(Move(night, level, _tail(x, n - night), z, how))
     return sorted(out, key=lambda m: -abs(m.z))
 
 
@@ -244,9 +250,11 @@ def judge(
     facts: Sequence[Mapping[str, str]],
     state: State,
     tested: bool = True,
+    weak: frozenset[int] = frozenset(),
 ) -> Verdict:
     """Tonight's verdict on a series (its clean nights, oldest first, tonight last) given the state
-    it carried from last night. `tested` False: tonight has no point (a gap): open alarms persist."""
+    it carried from last night. `tested` False: tonight has no point (a gap): open alarms persist.
+    `weak`: the nights whose recorded change is a weak anchor (see the module's doc)."""
     if not tested or len(values) < MIN_LEVEL + 1:
         return Verdict(persist=state.open, state=state)
     n = len(values)
@@ -268,7 +276,9 @@ def judge(
             )
     if state.open:  # a recovery is measured from the newest alarm's level
         lo = max(lo, _index(finished, state.open[-1].finished))
-    moves += tail_moves(values, lo, sigma, anchors, 2 if state.open else MIN_LEVEL, free=n >= YOUNG)
+    moves += tail_moves(
+        values, lo, sigma, anchors, 2 if state.open else MIN_LEVEL, free=n >= YOUNG, weak=weak
+    )
     if not moves:
         return Verdict(persist=state.open, state=state)
     move = max(moves, key=lambda m: (m.how == "change point", abs(m.z)))

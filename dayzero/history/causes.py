@@ -14,6 +14,11 @@ that rotates every night it blamed "hosts X -> Y" every time. So every fact that
 3. **moved with it**: how many other cells' series of the same metric moved (the same way) at the
    candidate's night: an engine bump moves every cell that runs it; a harness bump moves none.
    Each co-mover is worth `COMOVE_NATS` nats of fit (capped at `COMOVE_MAX` cells).
+
+Co-movement also gates: a recorded change that at least `SHARED_MIN` other cells made the same
+night, and that moved fewer than `MOVED_SHARE` of them, is a **weak anchor** (`weak_anchor`):
+tested in every cell that made it, a harmless harness or engine bump was where most false alarms
+gathered (8 of 12 in the `--full` bench); `alarms` holds such an anchor to a stricter bar.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ NEAR = 3  # nights either side of the change's night whose recorded changes are 
 ROTATING = 0.3  # a fact changing on more than this share of a series' nights rotates
 COMOVE_NATS = 2.0
 COMOVE_MAX = 5
+SHARED_MIN = 3  # other cells that made the same recorded change the same night
+MOVED_SHARE = 0.05  # of them moved (the same way): fewer, and the change is a weak anchor
 
 
 @dataclass(frozen=True)
@@ -130,3 +137,9 @@ def candidates(
 def ranked(found: Sequence[Candidate]) -> list[Candidate]:
     """Rotating facts last; then by score (fit deficit less the co-movers' worth); then nearest."""
     return sorted(found, key=lambda c: (c.rotating, c.score, c.fact))
+
+
+def weak_anchor(shared: int, moved: int) -> bool:
+    """A change `shared` other cells made the same night that moved `moved` of them: weak
+    evidence for any one cell's move when many made it and almost none moved."""
+    return shared >= SHARED_MIN and moved < MOVED_SHARE * shared

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
-from dayzero.history import alarms, changes
+from dayzero.history import alarms, causes, changes
 from dayzero.history.points import UNNAMED_LAB, lab_of
 from dayzero.history.store import ACROSS_LABS, SeriesPoint, Store
 
@@ -150,32 +150,27 @@ def judged(
     -> its document tonight), given the states the series carried from last night: the words
     ("new", "persist", "recovered": JSON) and the states to carry to the next night. A series
     whose run tonight gave no point (broken, invalid, contended) is a gap: it persists, untested.
-    New alarms' candidates are ranked with the other cells that moved with them."""
+    A recorded change many other cells made that moved almost none of them is a weak anchor
+    (`causes.weak_anchor`); new alarms' candidates are ranked with the cells that moved with them."""
     words: dict[str, list] = {"new": [], "persist": [], "recovered": []}
     out: dict[str, alarms.State] = dict(states)
     series_of: dict[str, list] = {}  # metric -> (cell, higher, points) of every series tonight
-    new: list[alarms.Alarm] = []
+    tonight: list[tuple] = []
     for cell in sorted(cells):
         lab, run_id = lab_of(cells[cell]), cells[cell]["run"]["id"]
         for (_, series), (higher, points) in clean_series(store, cell, lab=lab).items():
-            key = state_key(cell, lab, series)
             series_of.setdefault(series.split("@")[0], []).append((cell, higher, points))
-            verdict = alarms.judge(
-                cell,
-                series,
-                lab,
-                higher,
-                [p.value for p in points],
-                [p.finished for p in points],
-                [p.run_id for p in points],
-                [p.facts for p in points],
-                states.get(key, alarms.State()),
-                tested=bool(points) and points[-1].run_id == run_id,
-            )
-            out[key] = verdict.state
-            new += verdict.new
-            words["persist"] += [a.to_json() for a in verdict.persist]
-            words["recovered"] += [r.to_json() for r in verdict.recovered]
+            tonight.append((cell, series, lab, higher, points, bool(points) and points[-1].run_id == run_id))
+    new: list[alarms.Alarm] = []
+    for cell, series, lab, higher, points, tested in tonight:
+        key = state_key(cell, lab, series)
+        verdict = _gated(
+            series_of, cell, series, lab, higher, points, states.get(key, alarms.State()), tested
+        )
+        out[key] = verdict.state
+        new += verdict.new
+        words["persist"] += [a.to_json() for a in verdict.persist]
+        words["recovered"] += [r.to_json() for r in verdict.recovered]
     for alarm in new:
         others = [s for s in series_of.get(alarm.series.split("@")[0], ()) if s[0] != alarm.cell]
         moved = {
@@ -187,6 +182,56 @@ def judged(
         key = state_key(alarm.cell, alarm.lab, alarm.series)
         out[key] = replace(out[key], open=tuple(ranked if a == alarm else a for a in out[key].open))
     return words, out
+
+
+def _gated(
+    series_of: Mapping[str, list],
+    cell: str,
+    series: str,
+    lab: str,
+    higher: bool,
+    points: Sequence[SeriesPoint],
+    state: alarms.State,
+    tested: bool,
+) -> alarms.Verdict:
+    """The series' verdict; while its new alarm rests on a weak anchor, judged again with that
+    night's change held to the weak anchor's bar."""
+    args = (cell, series, lab, higher, [p.value for p in points], [p.finished for p in points])
+    args += ([p.run_id for p in points], [p.facts for p in points], state, tested)
+    weak: frozenset[int] = frozenset()
+    verdict = alarms.judge(*args)
+    while verdict.new and verdict.new[0].how == "recorded change":
+        alarm = verdict.new[0]
+        night = next(i for i, p in enumerate(points) if p.finished == alarm.finished)
+        others = [s for s in series_of.get(series.split("@")[0], ()) if s[0] != cell]
+        if night in weak or not _weak(others, points, night, alarm.after - alarm.before):
+            break
+        weak |= {night}
+        verdict = alarms.judge(*args, weak=weak)
+    return verdict
+
+
+def _weak(others: Sequence[tuple], points: Sequence[SeriesPoint], night: int, direction: float) -> bool:
+    """Whether every recorded change (not rotating) of the series at `night` is a weak anchor:
+    made the same night by at least `causes.SHARED_MIN` of the other cells' series, and moving
+    (the way `direction` says) fewer than `causes.MOVED_SHARE` of them."""
+    facts = [p.facts for p in points]
+    spinning = causes.rotating(facts)
+    changed = {k: v for k, v in causes.changed_nights(facts).get(night, {}).items() if k not in spinning}
+    day = points[night].finished[:10]
+    for fact, (before, after) in changed.items():
+        made = [s for s in others if _made(s[2], day, fact, before, after)]
+        if not causes.weak_anchor(len(made), _comovers(made, day, direction)):
+            return False
+    return bool(changed)
+
+
+def _made(points: Sequence[SeriesPoint], day: str, fact: str, before: str, after: str) -> bool:
+    """Whether the series was measured on `day` with `fact` changed from `before` to `after`."""
+    at = next((i for i, p in enumerate(points) if p.finished[:10] >= day), None)
+    if not at or points[at].finished[:10] != day:
+        return False
+    return points[at - 1].facts.get(fact, "") == before and points[at].facts.get(fact, "") == after
 
 
 COMOVE_Z = 3.0
