@@ -2,6 +2,7 @@
 ruptures' PELT and Apache Otava's e-divisive on the same series.
 
     flock /tmp/dayzero-e2e.lock .venv/bin/python bench/history_nightly.py [--cells 60] [--full]
+        [--sweep | --gate-sweep]
 
 The lab: `--cells` cells over `NIGHTS` nights, each with two series (output throughput, median
 TTFT), noise 1-3% of the level (Student t with 4 degrees of freedom, scaled to that standard
@@ -17,7 +18,8 @@ over 15 nights; a 5-sigma step that recovers 15 nights later with another recipe
 Every night is written as evidence (`tests/history_nights.night_doc`) and judged by
 `report.nightly.judge_night`: ingested into the store, each series judged from the state the
 night before left. Then counted from each night's regressions.json:
-- false alarms: new alarms not within [event - 3, event end + 15] of a worsening (per series);
+- false alarms: new alarms not within [event - 3, event end + 15] of a worsening (per series),
+  and how each was raised (a recorded change, a tail, a change point);
 - delay: the night a step was first announced less its first measured night (the step's own
   night, or the next one where its run broke or was missing), by size; and from its night;
 - broken nights: alarms whose night is a broken, invalid or missing one (must be none);
@@ -49,7 +51,7 @@ sys.path[:0] = [str(ROOT)]
 
 from bench.common import load_average, machine, write_result  # noqa: E402
 from dayzero import evidence  # noqa: E402
-from dayzero.history import alarms, changes  # noqa: E402
+from dayzero.history import alarms, causes, changes  # noqa: E402
 from dayzero.report.nightly import judge_night  # noqa: E402
 from tests.history_nights import START, night_doc  # noqa: E402
 
@@ -60,7 +62,7 @@ HOSTS = ("h1", "h2", "h3", "h4")
 KINDS = ("noise", "step3", "step5", "drift", "recovery")
 WEIGHTS = (0.35, 0.2, 0.2, 0.1, 0.15)
 CAUSES = ("engine", "recipe", "none")
-SETTINGS = ("ANCHORED_Z", "FREE_Z", "FREE_FROM", "SEARCH_T", "TAIL")
+SETTINGS = ("ANCHORED_Z", "FREE_Z", "FREE_FROM", "SEARCH_T", "TAIL", "STRICT_Z", "SHARED_MIN", "MOVED_SHARE")
 WINDOW = 15  # nights after a worsening ends in which an alarm is still that worsening's
 
 
@@ -179,6 +181,7 @@ def score(lab: list[dict], said: list[dict]) -> dict:
     first: dict[tuple, int] = {}
     examples: list[list] = []
     late: dict[str, list[int]] = {}  # the delay from the step's night, gap or not
+    how: dict[str, int] = {}  # false alarms by how they were raised
     for night, h in enumerate(said):
         for a in h.get("new", ()):
             cell = by_cell[a["cell"]]
@@ -191,6 +194,7 @@ def score(lab: list[dict], said: list[dict]) -> dict:
             if not worsening or not cell["at"] - 3 <= at <= end + WINDOW:
                 false_alarms += 1
                 false_series.add(key)
+                how[a["how"]] = how.get(a["how"], 0) + 1
                 examples.append([night, at, cell["kind"], cell["at"], a["how"], a["z"], a["change_pct"]])
                 continue
             if key not in first:
@@ -219,6 +223,7 @@ def score(lab: list[dict], said: list[dict]) -> dict:
         "false_alarm_series_pct": round(100 * len(false_series) / len(series), 2),
         "false_alarms": false_alarms,
         "false_alarms_per_series_night": false_alarms / (len(series) * NIGHTS),
+        "false_alarms_by_how": how,
         "alarms_on_bad_nights": at_bad,
         "delay_nights": {
             k: {
@@ -303,19 +308,25 @@ SWEEP = (
     {},
     {"ANCHORED_Z": 4.5, "FREE_Z": 2.75, "SEARCH_T": 7.0},
 )
+# the co-movement gate: off (no change is a weak anchor), shipped, a stricter weak anchor's bar
+GATE_SWEEP = ({"SHARED_MIN": 10**9}, {}, {"STRICT_Z": 6.0})
+
+
+def _module(name: str):
+    return alarms if hasattr(alarms, name) else causes
 
 
 def run_once(lab: list[dict], seed: int, work: Path, settings: dict) -> tuple[dict, list[dict]]:
     """One replay with the alarms' bars set as given (the shipped ones where not), same nights."""
-    shipped = {k: getattr(alarms, k) for k in SETTINGS}
+    shipped = {k: getattr(_module(k), k) for k in SETTINGS}
     for k, v in settings.items():
-        setattr(alarms, k, v)
+        setattr(_module(k), k, v)
     try:
         said, seconds = replay(lab, work, np.random.default_rng(seed + 1))
-        used = {k: getattr(alarms, k) for k in SETTINGS}
+        used = {k: getattr(_module(k), k) for k in SETTINGS}
     finally:
         for k, v in shipped.items():
-            setattr(alarms, k, v)
+            setattr(_module(k), k, v)
     return {"settings": used, "replay_seconds": round(seconds, 1), **score(lab, said)}, said
 
 
@@ -324,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cells", type=int, default=60, help="cells, two series each (default 60)")
     ap.add_argument("--full", action="store_true", help="400 cells (800 series)")
     ap.add_argument("--sweep", action="store_true", help="also replay with looser and stricter bars")
+    ap.add_argument(
+        "--gate-sweep", action="store_true", help="also replay without the co-movement gate, and stricter"
+    )
     ap.add_argument("--seed", type=int, default=41)
     ap.add_argument("--out", default="reports/bench/history_nightly.json")
     args = ap.parse_args(argv)
@@ -340,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         "kinds": {k: sum(c["kind"] == k for c in lab) for k in KINDS},
     }
     runs = []
-    for settings in SWEEP if args.sweep else ({},):
+    sweep = SWEEP if args.sweep else GATE_SWEEP if args.gate_sweep else ({},)
+    for settings in sweep:
         with tempfile.TemporaryDirectory(prefix="dayzero-nightly-bench-") as tmp:
             scored, _ = run_once(lab, args.seed, Path(tmp), settings)
             runs.append(scored)
