@@ -214,7 +214,12 @@ def test_cost_at_every_point_and_on_the_pareto_frontier():
     )
     assert line in benchcard.to_markdown(card, "cpu") and line in benchcard.to_html(card, "", "")
     assert benchcard.to_json(card)["frontier_cost"] == [
-        {"point": p.id, "tok_s_per_user": p.tok_s_per_user, "cost_per_million": p.cost_per_million}
+        {
+            "point": p.id,
+            "tok_s_per_user": p.tok_s_per_user,
+            "cost_per_million": p.cost_per_million,
+            "whose": "dayzero",
+        }
         for p in got
     ]
     unpriced = BenchCard("m", "cpu", "M", tuple(raw), ())
@@ -271,3 +276,41 @@ def test_a_point_shows_its_intervals_and_a_contended_one_is_marked_and_off_the_f
     assert "42 \\[40, 44\\]" in md and "p99 not supported by n=16" in md  # markdown escapes brackets
     assert "host contended: load 3.1" in md
     assert pareto_svg(card).count('class="error-bar"') == 1
+
+
+def test_a_vendors_points_have_a_frontier_of_their_own_never_the_labs():
+    """Issue 42 item 3: a vendor's point, on its word, that beats every lab point on both axes
+    neither pushes the lab's points off the lab's frontier nor stands on it: each party has its
+    own, the chart draws and names each, and the cost along each is said apart."""
+    lab = [point("slow", 10, 100), point("fast", 50, 20), point("beaten", 25, 15)]
+    acme = [
+        replace(point("v-high", 60, 200), mode="v", whose="acme", bundle="ab" * 32),
+        replace(point("v-low", 70, 150), mode="v", whose="acme", bundle="ab" * 32),
+    ]
+    price = Price(2.0, "USD", "test")
+    pts = [
+        replace(p, cost_per_million=per_million_tokens(price, p.tok_s_per_accelerator)) for p in lab + acme
+    ]
+    got = {p.label: p.frontier for p in benchcard.marked(pts)}
+    assert got == {"slow": True, "fast": True, "beaten": False, "v-high": True, "v-low": True}
+    card = BenchCard("m", "cpu", "M", tuple(benchcard.marked(pts)), (), price=price)
+    svg = pareto_svg(card)
+    assert 'data-name="Pareto frontier (the lab&#x27;s)"' in svg
+    assert 'data-name="Pareto frontier (acme&#x27;s, vendor)"' in svg
+    line = benchcard.frontier_cost_line(card)
+    assert line == (
+        "cost on the Pareto frontier (USD per 1M output tokens): the lab's frontier: 5.556 at 10 tok/s"
+        " per user, 27.78 at 50; cheapest: a/b s slow. the frontier of acme (vendor, bundle"
+        " abababababababab): 2.778 at 60 tok/s per user, 3.704 at 70; cheapest: v/b s v-high"
+    )
+    assert [c["whose"] for c in benchcard.to_json(card)["frontier_cost"]] == ["dayzero"] * 2 + ["acme"] * 2
+    alone = BenchCard("m", "cpu", "M", tuple(benchcard.marked(lab)), ())
+    assert 'data-name="Pareto frontier"' in pareto_svg(alone)  # the lab's alone: named as it always was
+
+
+def test_a_vendors_contention_mark_is_its_own_word():
+    mine = replace(point("busy", 10, 100), contended="h1: load 3 on 2 cores")
+    theirs = replace(mine, whose="acme")
+    contended = dict(benchcard.COLUMNS)["contended"]
+    assert contended(mine) == "h1: load 3 on 2 cores"
+    assert contended(theirs) == "h1: load 3 on 2 cores (the vendor's word)"

@@ -254,10 +254,12 @@ def test_accept_adds_vendor_evidence_and_the_table_shows_it_verified(lab, tmp_pa
     from dayzero.report.acceptance import write_acceptance
 
     table = write_acceptance(lab.matrix, reports).read_text()
-    day = report.checked[:10]
+    day, bundle = report.checked[:10], report.sha256[:16]
     for cell in one_host_cells(lab.matrix):
         row = next(line for line in table.splitlines() if f"`{cell.id}`" in line)
-        assert "| Verified (vendor) |" in row and f"| {VENDOR} (checked {day}) |" in row
+        assert (
+            "| Verified (vendor) |" in row and f"| {VENDOR} (vendor, bundle {bundle}, checked {day}) |" in row
+        )
 
 
 def test_accept_of_a_rejected_bundle_writes_nothing(lab, tmp_path):
@@ -286,7 +288,7 @@ def test_accept_cli_rebuilds_the_acceptance_table(lab, tmp_path, capsys):
     )
     assert code == 0
     assert "acceptance table:" in capsys.readouterr().out
-    assert f"{VENDOR} (checked" in (reports / "acceptance.md").read_text()
+    assert f"{VENDOR} (vendor, bundle " in (reports / "acceptance.md").read_text()
 
 
 # --- the pieces ----------------------------------------------------------------------------------

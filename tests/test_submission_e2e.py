@@ -109,7 +109,8 @@ def test_real_bundle_is_accepted_into_the_acceptance_table(real_lab, tmp_path):
     table = write_acceptance(real_lab.matrix, reports).read_text()
     for cell in CPU_CELLS:
         row = next(line for line in table.splitlines() if f"`{cell}`" in line)
-        assert "| Verified (vendor) |" in row and f"| {VENDOR} (checked {report.checked[:10]}) |" in row, row
+        said = f"| {VENDOR} (vendor, bundle {report.sha256[:16]}, checked {report.checked[:10]}) |"
+        assert "| Verified (vendor) |" in row and said in row, row
 
 
 # The corpus forged into the real bundle's llama.cpp cells, then into its vLLM cells (a case whose

@@ -115,7 +115,7 @@ def test_the_card_says_whose_points_and_whose_cost(lab, tmp_path):
         assert "| whose |" in markdown
         assert re.search(f"{VENDOR}(&#x27;|&#39;|')s \\(vendor\\)", benchcard.pareto_svg(card))  # its legend
         line = benchcard.frontier_cost_line(card)
-        assert f"({VENDOR}'s)" in line and f"({VENDOR} (vendor, bundle" in line, line
+        assert f"the frontier of {VENDOR} (vendor, bundle {report.sha256[:16]}): " in line, line
 
 
 def test_the_table_shows_no_answer_to_a_claim_the_card_does_not_publish(lab, tmp_path):

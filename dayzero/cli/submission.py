@@ -110,11 +110,12 @@ def cmd_audit(args) -> int:
     docs = [doc for _, doc in evidence.iter_evidence(Path(args.reports))]
     items = audit(docs, args.sample, args.seed)
     print(
-        f"audit: {len(items)} accepted vendor cell(s) drawn with seed {args.seed}; a re-run of each "
+        f"audit: {len(items)} accepted vendor cell(s) drawn with seed {args.seed}, each with its origin "
+        "and who reproduced it (a party's own run, never the vendor's relabelled); a re-run of each "
         "recipe on the same hardware kind must reproduce every floor below"
     )
     for item in items:
-        for line in item.lines(matrix):
+        for line in item.lines(matrix, docs):
             print(escape(line))
     return 0
 

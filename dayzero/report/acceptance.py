@@ -5,7 +5,10 @@ No status is typed by hand. The badges mean what the cookbook's mean:
 - **Verified**: the latest evidence passed, and is still current (date, engine version, link).
   Only evidence earns it: a dayzero run here, or a vendor's submission the checker accepted,
   shown "Verified (vendor)" on the vendor's word alone and "Verified (reproduced)" once a second
-  party matched it (`dayzero.report.reproduction`).
+  party matched it with a run of its own, named in the detail (`dayzero.report.reproduction`).
+  The source says whose run it is: `lab`, or `acme (vendor, bundle <sha256 prefix>, checked
+  <day>)`; what the checker does not recompute of a vendor's run (its date, engine version,
+  contention marks) is marked as the vendor's word.
 - **Failed** / **Broken**: the latest evidence failed (product) or broke (lab fault). Broken is
   never Stale: it vouches for nothing, and a cell broken before its recipe rendered (a dead
   host) has no digest to compare.
@@ -234,9 +237,11 @@ def row_for(
     path, doc = found
     when = utc_day(doc["run"]["finished"])
     engine = doc["engine"]["version"]
-    source = doc.get("source", "dayzero")
-    if doc.get("checked"):  # accepted from a vendor bundle: who submitted it, when it was checked
-        source = f"{source} (checked {utc_day(doc['checked'])})"
+    # whose run: the lab's, or a vendor's accepted bundle (which, and when it was checked)
+    checked = utc_day(doc["checked"]) if from_vendor(doc) and doc.get("checked") else ""
+    source = reproduction.origin(reproduction.party(doc), reproduction.bundle_of(doc), checked)
+    if from_vendor(doc):  # the date and the engine version are the vendor's, bounded but not recomputed
+        engine += f" ({reproduction.VENDORS_WORD}: run date and engine version)"
     unmeasured = [c for c in doc["checks"] if c["verdict"] == NOT_MEASURED]
     unsure = [c for c in doc["checks"] if c["verdict"] == INCONCLUSIVE]
     if doc["verdict"] in ("passed", INCONCLUSIVE) and unsure:  # never green: an interval straddles a bound
@@ -252,7 +257,10 @@ def row_for(
         status = "Broken" if doc["verdict"] == "broken" else "Failed"
         reason = ", ".join(failed) or next(iter((doc.get("error") or "").splitlines()), "")[:160]
         detail = f"{when}: {reason}"
-    flags = "".join(f"; {flag}" for flag in [*golden_flags(doc), *contended_flags(doc), *interval_flags(doc)])
+    contended = [
+        f"{flag} ({reproduction.VENDORS_WORD})" if from_vendor(doc) else flag for flag in contended_flags(doc)
+    ]
+    flags = "".join(f"; {flag}" for flag in [*golden_flags(doc), *contended, *interval_flags(doc)])
     ids = {c.id for c in claims_for(matrix.card(cell), cell)}  # the card's: no other answer is shown
     if said := summary_line(claims_table.published(doc, ids)):
         flags += f"; {said}"
@@ -327,7 +335,9 @@ def rows(
             max_age_days=max_age_days,
         )
         if row.status == "Verified" and found is not None:
-            row = replace(row, reproduction=reproduction.status(matrix, found[1], docs))
+            verdict = reproduction.reproduced_by(matrix, found[1], docs)
+            if verdict is not None:  # a vendor's: who reproduced it, or on its word alone
+                row = replace(row, reproduction=verdict.status, detail=f"{row.detail}; {verdict.words()}")
         out.append(row)
     return out
 

@@ -72,9 +72,7 @@ class Point:
     @property
     def origin(self) -> str:
         """As the card prints it: `lab`, or `acme (vendor, bundle 1a2b...)`."""
-        if self.whose == reproduction.LAB:
-            return "lab"
-        return f"{self.whose} (vendor" + (f", bundle {self.bundle[:16]})" if self.bundle else ")")
+        return reproduction.origin(self.whose, self.bundle)
 
     @property
     def id(self) -> str:
@@ -134,7 +132,8 @@ def claim_points(card: ModelCard, kind: str) -> tuple[ClaimPoint, ...]:
 
 
 def frontier(points: Sequence[Point]) -> set[str]:
-    """Ids of the points no other point beats on both tok/s per user and tok/s per accelerator."""
+    """Ids of the points no other point beats on both tok/s per user and tok/s per accelerator
+    (one party's points: `frontiers`)."""
     xy = [(p.id, p.tok_s_per_user, p.tok_s_per_accelerator) for p in points]
     xy = [t for t in xy if t[1] is not None and t[2] is not None]
     out = set()
@@ -144,6 +143,28 @@ def frontier(points: Sequence[Point]) -> set[str]:
             out.add(pid)
             best = y
     return out
+
+
+def frontiers(points: Sequence[Point]) -> set[str]:
+    """Each party's own frontier (the lab's, each vendor's): a vendor's point, on its word, never
+    pushes a lab point off the lab's frontier, nor stands on it (issue 42, item 3)."""
+    return {
+        pid
+        for whose in {p.whose for p in points}
+        for pid in frontier([p for p in points if p.whose == whose])
+    }
+
+
+def marked(points: Sequence[Point]) -> list[Point]:
+    """The points with each party's frontier marked; a point measured on a contended host is
+    shown, marked, but is no clean number to draw a frontier through (issue 41, item 4)."""
+    on = frontiers([p for p in points if p.kind != "context" and not p.contended])
+    return [replace(p, frontier=p.id in on) for p in points]
+
+
+def parties(points: Sequence[Point]) -> list[str]:
+    """The parties whose points these are, the lab first."""
+    return sorted({p.whose for p in points}, key=lambda w: (w != reproduction.LAB, w))
 
 
 def energy_line(points: Sequence[Point]) -> str:
@@ -164,7 +185,7 @@ def _engine_prefix(doc: dict) -> str:
 def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[Point], list[dict]]:
     """The sweep points and per-sweep summaries of one evidence document."""
     points, summaries = [], []
-    whose, bundle = reproduction.party(doc), (doc.get("submission") or {}).get("bundle_sha256", "")
+    whose, bundle = reproduction.party(doc), reproduction.bundle_of(doc)
     floors = {  # the sweep check's name -> its floor's check (`checks.sweep.sweep_floor_check`)
         (c.get("details") or {}).get("sweep"): c
         for c in doc["checks"]
@@ -264,10 +285,7 @@ def build(matrix: Matrix, reports_dir: Path, price_of: Mapping[str, Price] | Non
                     used.append(rel)
                 points += got
                 summaries += sums
-            # a point measured on a contended host is shown, marked, but is no clean number to
-            # draw a frontier through (issue 41, item 4)
-            on = frontier([p for p in points if p.kind != "context" and not p.contended])
-            points = [replace(p, frontier=p.id in on) for p in points]
+            points = marked(points)
             docs = {c.id: latest[c.id][1] for c in cells if c.id in latest}
             supported = [c for c in cells if c.supported]
             out.append(
@@ -317,12 +335,16 @@ def pareto_svg(card: BenchCard) -> str:
         for name, pts in series.items()
     ]
     front = [p for p in card.points if p.frontier]
-    if front:
+    for i, whose in enumerate(
+        parties(front)
+    ):  # one frontier per party: never the lab's and a vendor's as one
+        theirs = [p for p in front if p.whose == whose]
+        named = "" if parties(card.points) == [reproduction.LAB] else f" ({_whose(whose)})"
         charts.append(
             Series(
-                "Pareto frontier",
-                tuple((p.tok_s_per_user, p.tok_s_per_accelerator) for p in front),
-                colour=1,
+                f"Pareto frontier{named}",
+                tuple((p.tok_s_per_user, p.tok_s_per_accelerator) for p in theirs),
+                colour=1 if whose == reproduction.LAB else 5 + i,
                 dashed=True,
                 radius=0,
             )
@@ -344,6 +366,10 @@ def pareto_svg(card: BenchCard) -> str:
         "tok/s per user (1000 / TPOT)",
         "output tok/s per accelerator",
     )
+
+
+def _whose(whose: str) -> str:
+    return "the lab's" if whose == reproduction.LAB else f"{whose}'s, vendor"
 
 
 CONTEXT_CHARTS = {
@@ -417,7 +443,7 @@ COLUMNS = (
     ("cost/1M tok", lambda p: p.cost_per_million),
     ("Pareto", lambda p: "yes" if p.frontier else ""),
     ("whose", lambda p: p.origin),
-    ("contended", lambda p: p.contended or None),
+    ("contended", lambda p: _contended(p)),
 )
 
 
@@ -439,6 +465,13 @@ def _attainment(p: Point) -> str | None:
     if iv.get("lo") is None or iv.get("hi") is None:
         return f"{p.attainment:.0%}"
     return f"{p.attainment:.0%} [{iv['lo']:.0%}, {iv['hi']:.0%}]"
+
+
+def _contended(p: Point) -> str | None:
+    """A vendor's contention marks are its own (its host-load samples stay on its side)."""
+    if not p.contended:
+        return None
+    return p.contended if p.whose == reproduction.LAB else f"{p.contended} ({reproduction.VENDORS_WORD})"
 
 
 def _gap(p: Point) -> str | None:
@@ -466,7 +499,12 @@ def to_json(card: BenchCard) -> dict:
         "claims": [asdict(c) for c in card.claims],
         "price": asdict(card.price) if card.price else None,
         "frontier_cost": [
-            {"point": p.id, "tok_s_per_user": p.tok_s_per_user, "cost_per_million": p.cost_per_million}
+            {
+                "point": p.id,
+                "tok_s_per_user": p.tok_s_per_user,
+                "cost_per_million": p.cost_per_million,
+                "whose": p.whose,
+            }
             for p in frontier_costs(card)
         ],
         "energy": card.energy,
@@ -509,29 +547,40 @@ def origin_line(card: BenchCard) -> str:
 
 
 def frontier_costs(card: BenchCard) -> list[Point]:
-    """The frontier's priced points by tok/s per user: what interactivity costs."""
+    """The frontiers' priced points, party by party (the lab first), by tok/s per user: what
+    interactivity costs on each party's own frontier."""
     on = [p for p in card.points if p.frontier and p.cost_per_million is not None]
-    return sorted(on, key=lambda p: p.tok_s_per_user or 0.0)
+    order = parties(on)
+    return sorted(on, key=lambda p: (order.index(p.whose), p.tok_s_per_user or 0.0))
 
 
 def frontier_cost_line(card: BenchCard) -> str:
-    """Cost per 1M output tokens along the frontier, and its cheapest point (the one with the most
-    tok/s per accelerator: cost is price over throughput)."""
+    """Cost per 1M output tokens along each party's frontier, and its cheapest point (the one
+    with the most tok/s per accelerator: cost is price over throughput); the lab's alone is
+    said as it always was, a vendor's frontier by its origin."""
     if card.price is None:
         return "cost on the Pareto frontier: not known (no price per accelerator-hour for this hardware kind)"
     on = frontier_costs(card)
     if not on:
         return "cost on the Pareto frontier: no priced point on it"
-    at = ", ".join(
-        f"{p.cost_per_million:.4g} at {p.tok_s_per_user:.4g}"
-        + (" tok/s per user" if i == 0 else "")
-        + ("" if p.whose == reproduction.LAB else f" ({p.whose}'s)")
-        for i, p in enumerate(on)
-    )
-    cheapest = min(on, key=lambda p: p.cost_per_million)
     unit = f"{card.price.currency} per 1M output tokens"
-    whose = "" if cheapest.whose == reproduction.LAB else f" ({cheapest.origin})"
-    return f"cost on the Pareto frontier ({unit}): {at}; cheapest: {cheapest.id}{whose}"
+    said = []
+    for whose in parties(on):
+        theirs = [p for p in on if p.whose == whose]
+        at = ", ".join(
+            f"{p.cost_per_million:.4g} at {p.tok_s_per_user:.4g}" + (" tok/s per user" if i == 0 else "")
+            for i, p in enumerate(theirs)
+        )
+        cheapest = min(theirs, key=lambda p: p.cost_per_million)
+        named = (
+            ""
+            if parties(card.points) == [reproduction.LAB]
+            else "the lab's frontier: "
+            if whose == reproduction.LAB
+            else f"the frontier of {theirs[0].origin}: "
+        )
+        said.append(f"{named}{at}; cheapest: {cheapest.id}")
+    return f"cost on the Pareto frontier ({unit}): " + ". ".join(said)
 
 
 def _price_line(card: BenchCard) -> str:
