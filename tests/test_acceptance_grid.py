@@ -114,6 +114,11 @@ def test_a_badge_links_its_evidence_or_carries_its_reason(reports):
     assert cells[HT_BASE]["data-label"] == "Failed" and "floor:output_throughput" in cells[HT_BASE]["title"]
     assert cells[SGLANG_BASE]["data-label"] == "Broken" and cells[SGLANG_BASE]["href"]
     assert cells[KIMI_VENDOR]["data-label"] == "Verified (vendor)" and "acme" in cells[KIMI_VENDOR]["title"]
+    # whose run each badge is, and what of a vendor's rests on its word alone (issue 42, item 2)
+    assert f"(source: acme (vendor, checked {NOW.date()}))" in cells[KIMI_VENDOR]["title"]
+    assert "the vendor's word: run date and engine version" in cells[KIMI_VENDOR]["title"]
+    assert "on the vendor's word alone" in cells[KIMI_VENDOR]["title"]
+    assert verified["title"].endswith("(source: lab)") and "vendor's word" not in verified["title"]
     assert cells[UNSUPPORTED]["href"] is None
     assert "Neuron support for Kimi K3.1" in cells[UNSUPPORTED]["title"]
     published = cells[KIMI_PUBLISHED]
