@@ -4,17 +4,23 @@ one `--tp 2`, leases two accelerators by index and starts its engine under their
 The engine is the stub (`devlab.stub`) standing in for one on accelerators that cannot be shared:
 it locks each accelerator its mask shows and refuses to start on one another holds, so two cells
 pass only if their masks are disjoint. The host's device tool is a stand-in `nvidia-smi` on PATH
-(no GPU here): eight H200-sized accelerators, idle. Everything else is the real run path: leases,
-preflight, the local transport, the client, evidence.
+(no GPU here): eight H200-sized accelerators; one whose lock the stub holds shows the stub as a
+compute process and most of its memory used, as a real engine's GPUs do. The second cell starts
+once the first one's engine is up, so its preflight sees that engine: preflight must judge only
+the accelerators its own lease claimed. Everything else is the real run path: leases, preflight,
+the local transport, the client, evidence.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
 import shlex
+import sys
 import threading
+import time
 from types import SimpleNamespace
 
 from dayzero.checks import claims
@@ -27,11 +33,32 @@ from dayzero.submission.cellview import Recorded
 from .conftest import REPO, write_yaml
 from .stub_cells import stub_card, stub_matrix
 
-NVIDIA_SMI = """#!/bin/sh
-case "$*" in
-  *memory.total*) for i in 0 1 2 3 4 5 6 7; do echo "143771, 143000"; done ;;
-  *driver_version*) echo 550.54.15 ;;
-esac
+# nvidia-smi's CSV for the fields asked, in their order (`--format=csv,noheader[,nounits]`)
+NVIDIA_SMI = """#!{python}
+import fcntl, os, sys
+locks = {locks!r}
+def held(j):  # the stub's lock on accelerator j, taken now: (pid,) or ()
+    try:
+        with open(os.path.join(locks, f"acc-{{j}}.lock")) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return ((f.read().split() or ["0"])[-1],)
+    except OSError:
+        pass
+    return ()
+gpu = {{"index": str, "uuid": lambda j: f"GPU-0000000{{j}}-1111-2222-3333-444444444444",
+        "memory.total": lambda j: "143771", "memory.free": lambda j: "61000" if held(j) else "143000",
+        "driver_version": lambda j: "550.54.15"}}
+asked = {{a.split("=")[0]: a.split("=")[1].split(",") for a in sys.argv[1:] if "=" in a}}
+for j in range(8):
+    if "--query-gpu" in asked:
+        print(", ".join(gpu[f](j) for f in asked["--query-gpu"]))
+    for pid in held(j) if "--query-compute-apps" in asked else ():
+        app = {{"gpu_uuid": gpu["uuid"](j), "pid": pid, "process_name": "stub", "used_memory": "82000"}}
+        with open(os.path.join(locks, "seen"), "a") as seen:
+            seen.write(f"{{j}}\\n")
+        print(", ".join(app[f] for f in asked["--query-compute-apps"]))
 """
 
 
@@ -49,7 +76,9 @@ def tp2_card() -> dict:
 def test_two_tp2_cells_share_one_host_under_disjoint_masks(tmp_path, monkeypatch):
     tools = tmp_path / "bin"
     tools.mkdir()
-    (tools / "nvidia-smi").write_text(NVIDIA_SMI)
+    locks = tmp_path / "accelerators"
+    locks.mkdir()
+    (tools / "nvidia-smi").write_text(NVIDIA_SMI.format(python=sys.executable, locks=str(locks)))
     (tools / "nvidia-smi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("DAYZERO_SUITES", str(REPO / "suites"))
@@ -61,7 +90,7 @@ def test_two_tp2_cells_share_one_host_under_disjoint_masks(tmp_path, monkeypatch
         "accelerators": 8,
         "slots": 2,
         "workdir": str(tmp_path / "work"),
-        "vars": {"ttft": "0.3", "devices_dir": str(tmp_path / "accelerators")},
+        "vars": {"ttft": "0.3", "devices_dir": str(locks)},
         "max_foreign_load": 0,
     }
     inventory = load_inventory(
@@ -72,13 +101,14 @@ def test_two_tp2_cells_share_one_host_under_disjoint_masks(tmp_path, monkeypatch
     argv = shlex.split(launch.command)
     assert argv.count("--tp") == 1 and argv[argv.index("--tp") + 1] == "2"
 
-    start, outcomes = threading.Barrier(2), {}
+    outcomes = {}
 
     def worker(cell):  # a worker of its own run, as two pytest runs against one lab are
         ctx = RunContext(
             matrix, inventory, tmp_path / "reports", tmp_path / "goldens", new_run_id(), say=print
         )
-        start.wait()
+        if cell is cells[1]:  # once the first cell's engine holds its accelerators
+            _until(lambda: any(_held(lock) for lock in locks.glob("acc-*.lock")), 120)
         try:
             outcomes[cell.mode] = run_cell(ctx, cell)
         finally:
@@ -118,6 +148,25 @@ def test_two_tp2_cells_share_one_host_under_disjoint_masks(tmp_path, monkeypatch
     first, second = sorted(leases, key=lambda lease: lease["acquired"])
     assert second["acquired"] < first["released"], "side by side: both held the host at once"
     assert not list((tmp_path / "work" / "leases").glob("*-*")), "slots and accelerators released"
+    seen = (locks / "seen").read_text().split()
+    assert seen and set(seen) <= masks[0] | masks[1], "the second cell's preflight saw the first's engine"
+
+
+def _held(path) -> bool:
+    """Another process holds the stub's lock on that accelerator now."""
+    with open(path) as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+    return False
+
+
+def _until(done, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "the first cell's engine never held its accelerators"
+        time.sleep(0.05)
 
 
 def _with(node, key: str) -> list[dict]:

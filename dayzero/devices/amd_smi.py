@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from dayzero.devices.base import DeviceTool, PowerReading, PowerSample, watts
+from dayzero.devices.base import DeviceTool, PowerReading, PowerSample, once, watts
 
 # ROCm's "Running ROCm Docker containers" and SGLang's AMD GPU page: kfd + dri, the video group,
 # unconfined seccomp for memory mapping.
@@ -55,19 +55,22 @@ class AmdSmi(DeviceTool):
                 rows.append((float(total), float(free)))
         return rows
 
-    def parse_processes(self, output: str) -> list[tuple[int, str]]:
-        """`amd-smi process --json`; "No running processes detected" is none."""
+    def parse_device_processes(self, output: str) -> list[tuple[int, str, int | None]]:
+        """`amd-smi process --json`: each GPU's (`gpu`) process list; "No running processes
+        detected" is none."""
         text = output.strip()
         if not text.startswith(("[", "{")):
             return []
         data = json.loads(text)
         rows = []
         for gpu in data if isinstance(data, list) else [data]:
+            index = gpu.get("gpu")
             for entry in gpu.get("process_list", []):
                 info = entry.get("process_info", entry)
                 if isinstance(info, dict) and str(info.get("pid", "")).isdigit():
-                    rows.append((int(info["pid"]), str(info.get("name", ""))))
-        return rows
+                    where = int(index) if str(index).isdigit() else None
+                    rows.append((int(info["pid"]), str(info.get("name", "")), where))
+        return once(rows)
 
     def container_flags(self, runtime: str, accelerators: int | None) -> tuple[str, ...]:
         return ROCM_FLAGS

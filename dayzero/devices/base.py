@@ -43,6 +43,11 @@ def watts(text: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
+def once(rows: Iterable) -> list:
+    """The rows in their order, each once (a process listed on each accelerator it holds)."""
+    return list(dict.fromkeys(rows))
+
+
 def integrate(samples: Sequence[PowerSample]) -> dict[str, float]:
     """Device -> joules over the samples' span (trapezoids between consecutive readings)."""
     out: dict[str, float] = {}
@@ -79,8 +84,17 @@ class DeviceTool:
 
     # --- other jobs ----------------------------------------------------------------------------
     def parse_processes(self, output: str) -> list[tuple[int, str]]:
-        """(pid, name) of every compute process on the accelerators. Pure."""
-        return []
+        """(pid, name) of every compute process on the accelerators, each once. Pure."""
+        return once((pid, name) for pid, name, _ in self.parse_device_processes(output))
+
+    def parse_device_processes(self, output: str) -> list[tuple[int, str, int | None]]:
+        """(pid, name, accelerator index) per accelerator each compute process holds: how a
+        lease of a share tells its own accelerators' processes from a neighbour cell's. The index
+        is None where the tool does not say which (counted on every share): so it is for a tool
+        that reads only `parse_processes`. Pure."""
+        if type(self).parse_processes is DeviceTool.parse_processes:
+            return []
+        return [(pid, name, None) for pid, name in self.parse_processes(output)]
 
     # --- containers and leases -----------------------------------------------------------------
     def container_flags(self, runtime: str, accelerators: int | None) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from dayzero.devices.base import DeviceTool
+from dayzero.devices.base import DeviceTool, once
 
 
 @dataclass(frozen=True)
@@ -14,14 +14,16 @@ class NeuronLs(DeviceTool):
         """`memory_size` in bytes per device; neuron-ls reports no free memory: free is total."""
         return [(float(d.get("memory_size", 0)) / 2**20,) * 2 for d in json.loads(output)]
 
-    def parse_processes(self, output: str) -> list[tuple[int, str]]:
-        """Each device's `neuron_processes` ({pid, command}), a process once."""
-        found: dict[int, str] = {}
+    def parse_device_processes(self, output: str) -> list[tuple[int, str, int | None]]:
+        """Each device's (`neuron_device`) `neuron_processes` ({pid, command})."""
+        rows = []
         for device in json.loads(output):
+            index = device.get("neuron_device")
             for proc in device.get("neuron_processes") or ():
                 if str(proc.get("pid", "")).isdigit():
-                    found.setdefault(int(proc["pid"]), str(proc.get("command", "")).split(" ")[0])
-        return list(found.items())
+                    where = int(index) if str(index).isdigit() else None
+                    rows.append((int(proc["pid"]), str(proc.get("command", "")).split(" ")[0], where))
+        return once(rows)
 
     def container_flags(self, runtime: str, accelerators: int | None) -> tuple[str, ...]:
         """Neuron containers get each /dev/neuron<N> device (one per accelerator counted)."""

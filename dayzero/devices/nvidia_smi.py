@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import re
 from dataclasses import dataclass
 
-from dayzero.devices.base import DeviceTool, PowerReading, PowerSample, watts
+from dayzero.devices.base import DeviceTool, PowerReading, PowerSample, once, watts
 
 POWER_HEADER = "timestamp, index, power.draw [W]"
+UUID = re.compile(r"(GPU|MIG)-[0-9a-fA-F-]+$")  # a GPU's uuid (a MIG instance's under MIG)
 
 
 @dataclass(frozen=True)
@@ -23,14 +25,21 @@ class NvidiaSmi(DeviceTool):
                 rows.append((float(parts[0]), float(parts[1])))
         return rows
 
-    def parse_processes(self, output: str) -> list[tuple[int, str]]:
-        """`--query-compute-apps=pid,process_name,used_memory --format=csv,noheader,nounits`."""
-        rows = []
+    def parse_device_processes(self, output: str) -> list[tuple[int, str, int | None]]:
+        """`process_query`'s two CSVs: `index, uuid` per GPU, then `gpu_uuid, pid, process_name,
+        used_memory` per process and GPU, joined on the uuid (a uuid of no GPU listed: index
+        None). A line of pid first (`--query-compute-apps=pid,...`) has no GPU: None."""
+        index_of: dict[str, int] = {}
+        rows: list[tuple[int, str, str]] = []
         for line in output.strip().splitlines():
             parts = [p.strip() for p in line.split(",")]
-            if parts and parts[0].isdigit():
-                rows.append((int(parts[0]), parts[1] if len(parts) > 1 else ""))
-        return rows
+            if len(parts) == 2 and parts[0].isdigit() and UUID.match(parts[1]):
+                index_of[parts[1]] = int(parts[0])
+            elif len(parts) >= 2 and UUID.match(parts[0]) and parts[1].isdigit():
+                rows.append((int(parts[1]), parts[2] if len(parts) > 2 else "", parts[0]))
+            elif parts[0].isdigit():
+                rows.append((int(parts[0]), parts[1] if len(parts) > 1 else "", ""))
+        return once((pid, name, index_of.get(uuid)) for pid, name, uuid in rows)
 
     def container_flags(self, runtime: str, accelerators: int | None) -> tuple[str, ...]:
         """NVIDIA Container Toolkit (`--gpus all`); podman reaches it through CDI."""
@@ -73,8 +82,8 @@ TOOL = NvidiaSmi(
     memory_query="set -o pipefail; "
     "nvidia-smi --query-gpu=memory.total,memory.free --format=csv,noheader,nounits | tr -d ,",
     driver_query="nvidia-smi --query-gpu=driver_version --format=csv,noheader | sed -n 1p",
-    process_query="nvidia-smi --query-compute-apps=pid,process_name,used_memory "
-    "--format=csv,noheader,nounits",
+    process_query="nvidia-smi --query-gpu=index,uuid --format=csv,noheader; "
+    "nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,nounits",
     power=PowerReading(
         ("nvidia-smi", "--query-gpu=timestamp,index,power.draw", "--format=csv,noheader"),
         "nvidia_smi",

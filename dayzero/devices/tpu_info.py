@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from dayzero.devices.base import DeviceTool
+from dayzero.devices.base import DeviceTool, once
 
 HBM = re.compile(r"(\d+(?:\.\d+)?)\s*GiB\s*/\s*(\d+(?:\.\d+)?)\s*GiB")
 
@@ -47,14 +47,16 @@ class TpuInfo(DeviceTool):
             return [(float(m[2]) * 1024, (float(m[2]) - float(m[1])) * 1024) for m in hbm if m]
         return [(None, None) for _ in chips]
 
-    def parse_processes(self, output: str) -> list[tuple[int, str]]:
-        """`tpu-info --process`: the `TPU Process Info` table (chip, PID, process name), a
-        process once."""
-        found: dict[int, str] = {}
+    def parse_device_processes(self, output: str) -> list[tuple[int, str, int | None]]:
+        """`tpu-info --process`: the `TPU Process Info` table (chip, PID, process name); a chip's
+        index is its device path's number (`/dev/vfio/3`, `/dev/accel3`)."""
+        rows = []
         for row in tables(output).get("TPU Process Info", []):
             if len(row) >= 2 and row[1].isdigit():
-                found.setdefault(int(row[1]), row[2] if len(row) > 2 else "")
-        return list(found.items())
+                number = re.search(r"(\d+)$", row[0])
+                where = int(number.group(1)) if number else None
+                rows.append((int(row[1]), row[2] if len(row) > 2 else "", where))
+        return once(rows)
 
     def container_flags(self, runtime: str, accelerators: int | None) -> tuple[str, ...]:
         """Cloud TPU containers run privileged on the host network."""

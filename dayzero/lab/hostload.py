@@ -22,12 +22,13 @@ import contextlib
 import json
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from dayzero import devices
 from dayzero.devices import DeviceTool
+from dayzero.devices.base import once
 from dayzero.errors import CommandTimeout, InfrastructureError
 from dayzero.lab.transport import Transport
 from dayzero.spec.shell import quote
@@ -220,9 +221,12 @@ def parse_compute_processes(tool: str, output: str) -> list[tuple[int, str]]:
     return devices.get(tool).parse_processes(output)
 
 
-def compute_processes(transport: Transport, device: DeviceTool | str) -> list[tuple[int, str]]:
-    """The compute processes on the host's accelerators now; a list that cannot be read is none
-    (the memory check still holds)."""
+def compute_processes(
+    transport: Transport, device: DeviceTool | str, on: Collection[int] = ()
+) -> list[tuple[int, str]]:
+    """The compute processes on the host's accelerators now, or only on those of `on` (a lease's
+    share: a neighbour cell's engine on its own accelerators is no other job's), with those the
+    tool does not place; a list that cannot be read is none (the memory check still holds)."""
     device = devices.get(device) if isinstance(device, str) else device
     if device.process_query is None:
         return []
@@ -231,6 +235,7 @@ def compute_processes(transport: Transport, device: DeviceTool | str) -> list[tu
     except CommandTimeout:
         return []
     try:
-        return device.parse_processes(result.stdout) if result.ok else []
+        rows = device.parse_device_processes(result.stdout) if result.ok else []
     except (ValueError, KeyError, AttributeError, TypeError):
         return []
+    return once((pid, name) for pid, name, index in rows if not on or index is None or index in on)

@@ -163,11 +163,13 @@ class HostPool:
         roles: Sequence[RoleCheck] = (),
         image: str = "",
         model_files: Sequence[ModelFile] = (),
+        devices: Sequence[int] = (),
     ) -> HostFacts:
         """Facts of a host for one engine, gathered before every use: the previous cell may not
         have released its accelerator memory, a disk may have filled up, an engine may be gone.
         `image`: the cell's, which a container host checks its roles and engine in;
-        `model_files`: the card's, checked present."""
+        `model_files`: the card's, checked present; `devices`: the accelerators its lease
+        claimed (a share is judged alone: `preflight.leased_share`)."""
         engines = {engine: version_command} if version_command else {}
         measured = [f.memory_bandwidth_gbs for k, f in self.facts.items() if k.split(":")[0] == host.name]
         facts = gather(
@@ -179,6 +181,7 @@ class HostPool:
             image or None,
             model_files,
             bandwidth=next((b for b in measured if b is not None), None),  # measured once per host
+            leased=devices,
         )
         self.facts[f"{host.name}:{engine}"] = facts
         return facts
@@ -232,7 +235,14 @@ class HostPool:
                 facts = each(
                     leases,
                     lambda lease: self.preflight(
-                        lease.host, hardware, engine, version_command, roles, image, model_files
+                        lease.host,
+                        hardware,
+                        engine,
+                        version_command,
+                        roles,
+                        image,
+                        model_files,
+                        lease.devices,
                     ),
                     "dayzero-preflight",
                 )

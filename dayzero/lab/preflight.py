@@ -121,9 +121,12 @@ def driver_version(transport: Transport, device: DeviceTool) -> str:
 
 
 def accelerators(
-    transport: Transport, device: DeviceTool, host: Host
+    transport: Transport, device: DeviceTool, host: Host, share: Sequence[int] = ()
 ) -> tuple[int | None, float | None, float | None, list[str]]:
-    """(accelerators seen, total GB, free GB, problems) as the kind's device tool reports them."""
+    """(accelerators seen, total GB, free GB, problems) as the kind's device tool reports them.
+    The figures are the host's; where the cell's lease claimed a `share` (indices: the tool's
+    rows in its own order), free memory is judged on those accelerators alone: a neighbour
+    cell's engine fills its own."""
     if device.refusal or device.memory_query is None:
         return None, None, None, [f"device tool `{device.name}`: {device.refusal or 'reads no accelerators'}"]
     ok, out = _run(transport, device.memory_query)
@@ -136,9 +139,7 @@ def accelerators(
     if not rows:
         return None, None, None, []
     seen = 1 if device.is_host else len(rows)
-    known = all(t is not None and f is not None for t, f in rows)
-    total = round(sum(r[0] or 0 for r in rows) / 1024, 1) if known else None
-    free = round(sum(r[1] or 0 for r in rows) / 1024, 1) if known else None
+    total, free = _gb(rows)
     problems = []
     if device.is_host:
         if free is not None and free < 1.0:
@@ -146,9 +147,34 @@ def accelerators(
         return seen, total, free, problems
     if seen < host.accelerators:
         problems.append(f"{device.name} sees {seen} accelerator(s), inventory says {host.accelerators}")
-    if total and free is not None and free / total < MIN_FREE_MEMORY_SHARE:
-        problems.append(f"accelerator memory busy: {free} of {total} GB free")
+    if missing := [j for j in share if not 0 <= j < len(rows)]:
+        problems.append(f"{device.name} sees no accelerator {_indices(missing)}, which the lease claimed")
+        return seen, total, free, problems
+    mine, on = (
+        (_gb([rows[j] for j in share]), f" on leased accelerators {_indices(share)}")
+        if share
+        else ((total, free), "")
+    )
+    if mine[0] and mine[1] is not None and mine[1] / mine[0] < MIN_FREE_MEMORY_SHARE:
+        problems.append(f"accelerator memory busy{on}: {mine[1]} of {mine[0]} GB free")
     return seen, total, free, problems
+
+
+def _gb(rows: Sequence[tuple[float | None, float | None]]) -> tuple[float | None, float | None]:
+    """(total, free) GB of these accelerators' rows (MiB); None where a row does not say."""
+    if not all(t is not None and f is not None for t, f in rows):
+        return None, None
+    return round(sum(r[0] or 0 for r in rows) / 1024, 1), round(sum(r[1] or 0 for r in rows) / 1024, 1)
+
+
+def _indices(share: Sequence[int]) -> str:
+    return ",".join(str(j) for j in share)
+
+
+def leased_share(host: Host, devices: Sequence[int]) -> tuple[int, ...]:
+    """The accelerators a lease claimed when they are a share of the host's; () where it took
+    every one (or none): preflight then judges the whole host, as before leases had indices."""
+    return tuple(devices) if devices and len(devices) < (host.accelerators or 0) else ()
 
 
 def engine_check(host: Host, command: str, image: str | None) -> str:
@@ -177,8 +203,11 @@ def gather(
     image: str | None = None,
     model_files: Sequence[ModelFile] = (),
     bandwidth: float | None = None,
+    leased: Sequence[int] = (),
 ) -> HostFacts:
     """Collect facts and judge them against the inventory's claims; never raises for a bad host.
+    `leased`: the accelerators the cell's lease claimed; where they are a share of the host's,
+    its free memory and compute processes are judged on those alone (`leased_share`).
     On a kind whose bandwidth is measured (`Hardware.measured`), the host's is measured here
     unless `bandwidth` (measured before on this host) is given.
     Every role's program must run after the host's engine_setup (`dayzero.lab.presence`) before
@@ -193,9 +222,10 @@ def gather(
     ok, out = _run(transport, MACHINE_QUERY, 30)
     machine = parse_machine(out.split("\n", 1)[0], out.partition("\n")[2]) if ok else None
     device = devices.get(hardware.device_query)
-    seen, total, free, found = accelerators(transport, device, host)
+    share = leased_share(host, leased)
+    seen, total, free, found = accelerators(transport, device, host, share)
     problems += found
-    problems += busy_accelerators(transport, device)
+    problems += busy_accelerators(transport, device, share)
     ok, out = _run(transport, f"mkdir -p {quote(host.workdir)} && df -Pk {quote(host.workdir)} | tail -1")
     disk = None
     if ok and (m := re.search(r"\s(\d+)\s+\d+%", out)):
@@ -260,11 +290,13 @@ def gather(
     )
 
 
-def busy_accelerators(transport: Transport, device: DeviceTool | str) -> list[str]:
-    """Another job's compute processes on the host's accelerators (`hostload.compute_processes`;
-    nothing of the cell runs yet): every number measured beside them would be skewed."""
-    found = hostload.compute_processes(transport, device)
+def busy_accelerators(transport: Transport, device: DeviceTool | str, share: Sequence[int] = ()) -> list[str]:
+    """Another job's compute processes on the host's accelerators, or on the lease's `share`
+    of them (`hostload.compute_processes`; nothing of the cell runs yet): every number measured
+    beside them would be skewed."""
+    found = hostload.compute_processes(transport, device, share)
     if not found:
         return []
     named = ", ".join(f"{name or '?'} (pid {pid})" for pid, name in found[:5])
-    return [f"accelerators busy: {len(found)} foreign compute process(es): {named}"]
+    on = f" on leased accelerators {_indices(share)}" if share else ""
+    return [f"accelerators busy{on}: {len(found)} foreign compute process(es): {named}"]
