@@ -314,3 +314,22 @@ def test_a_vendors_contention_mark_is_its_own_word():
     contended = dict(benchcard.COLUMNS)["contended"]
     assert contended(mine) == "h1: load 3 on 2 cores"
     assert contended(theirs) == "h1: load 3 on 2 cores (the vendor's word)"
+
+
+def test_a_claims_answer_from_a_vendors_run_says_whose():
+    from dayzero.report import cardplan
+
+    matrix = load_matrix(REPO / "matrix")
+    card = matrix.cards["kimi-k3.1-pro"]
+    cells = [c for c in matrix.cells if c.model == card.model and c.hardware == "gb300" and c.supported]
+    answer = {"claim": "agentx-33.7k-per-gpu-gb300", "status": "reproduced"}
+    theirs = {
+        "source": "acme",
+        "submission": {"vendor": "acme", "bundle_sha256": "c" * 64},
+        "claims": [answer],
+    }
+    hit = next(c for c in cells if "high_throughput" in c.id)
+    (agentx, _) = cardplan.claim_lines(card, cells, {hit.id: theirs})
+    assert f"(answered by acme (vendor, bundle {'c' * 16}))" in agentx, agentx
+    (agentx, _) = cardplan.claim_lines(card, cells, {hit.id: {"claims": [answer]}})
+    assert "answered by" not in agentx  # the lab's own run: said as it always was

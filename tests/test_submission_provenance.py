@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from dayzero import evidence
+from dayzero.escape import escape
 from dayzero.history.store import open_store
 from dayzero.report import benchcard
+from dayzero.report import claims as claims_table
 from dayzero.report.acceptance import write_acceptance
 from dayzero.submission.accept import accept
 from dayzero.submission.bundle import SUBMISSION
@@ -139,3 +141,24 @@ def test_a_vendor_named_as_the_lab_is_refused(lab, tmp_path):
     report = check_bundle(bundle, replace(lab.ref, allowed_signers=allowed))
     assert not report.accepted
     assert "provenance.vendor" in {f.requirement for f in report.findings}, report.lines()
+
+
+def test_every_table_says_whose_run_each_row_is(lab, tmp_path):
+    """Issue 42 item 2: the acceptance table's rows, its speculative acceptance and claims rows
+    name the run's origin: the vendor and its bundle (and the check's day in the source)."""
+    reports = tmp_path / "reports"
+    report, written = accept(lab.bundle, lab.ref, reports)
+    assert report.accepted, report.lines()
+    origin = f"{VENDOR} (vendor, bundle {report.sha256[:16]})"
+    table = write_acceptance(lab.matrix, reports).read_text()
+    for path in written:
+        cell = json.loads(path.read_text())["cell"]
+        row = next(line for line in table.splitlines() if f"`{cell}`" in line)
+        assert f"| {VENDOR} (vendor, bundle {report.sha256[:16]}, checked {report.checked[:10]}) |" in row
+        assert "the vendor's word: run date and engine version" in row
+    spec = table.split("## Speculative acceptance", 1)[1]
+    rows = [line for line in spec.splitlines() if line.startswith("| cpu")]
+    assert rows and all(line.endswith(f"| {escape(origin, 'markdown')} |") for line in rows), rows
+    doc = json.loads(written[0].read_text())
+    doc["claims"] = [UNPUBLISHED_CLAIM]
+    assert {r.whose for r in claims_table.rows_of(doc)} == {origin}

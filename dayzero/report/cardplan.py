@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dayzero.checks.claims import WORDS
+from dayzero.report import reproduction
 from dayzero.spec import fit as fit_spec
 from dayzero.spec.card import as_names, matches
 from dayzero.spec.sweeps import sweeps_for
@@ -98,6 +99,14 @@ def claim_lines(card, cells: Sequence, docs: Mapping[str, Mapping]) -> list[str]
         text += (
             f"; {seen} of {len(hit)} cell(s)" if said else f"; {NOT_MEASURED} in any of {len(hit)} cell(s)"
         )
+        theirs = sorted(  # a vendor's answer is its run's: said whose (issue 42, item 2)
+            {
+                reproduction.origin_of(docs[c.id])
+                for c in hit
+                if c.id in docs and reproduction.from_vendor(docs[c.id]) and docs[c.id].get("claims")
+            }
+        )
+        text += f" (answered by {', '.join(theirs)})" if theirs else ""
         out.append(f"{text}. Source: {claim.source}")
     return out
 

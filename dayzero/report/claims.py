@@ -2,8 +2,9 @@
 
 One row per (cell, claim) of the latest evidence: the published value and unit, the measured
 value, their ratio, reproduced / not reproduced / not measured, and why. The acceptance table
-(Markdown and HTML) and a cell's Allure story print these rows; values a vendor's evidence holds
-pass `dayzero.escape` where they are printed.
+(Markdown and HTML) and a cell's Allure story print these rows, each with whose run answered
+(`lab`, or a vendor and its bundle: `report.reproduction.origin`); values a vendor's evidence
+holds pass `dayzero.escape` where they are printed.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from dayzero.checks.claims import WORDS
+from dayzero.report import reproduction
 
 UNITS = {
     "per_accelerator": "tok/s per accelerator",
     "per_user": "tok/s per user",
     "per_node": "tok/s per node",
 }
-HEADER = ("cell", "claim", "published", "measured", "ratio", "status", "why")
+HEADER = ("cell", "claim", "published", "measured", "ratio", "status", "why", "whose")
 
 
 @dataclass(frozen=True)
@@ -30,9 +32,19 @@ class ClaimRow:
     ratio: str
     status: str  # reproduced | not reproduced | not measured
     why: str
+    whose: str = "lab"  # the answering run's origin (issue 42, item 2)
 
     def cells(self) -> tuple[str, ...]:
-        return (self.cell, self.claim, self.published, self.measured, self.ratio, self.status, self.why)
+        return (
+            self.cell,
+            self.claim,
+            self.published,
+            self.measured,
+            self.ratio,
+            self.status,
+            self.why,
+            self.whose,
+        )
 
 
 def published(doc: Mapping, ids: Collection[str]) -> list[Mapping]:
@@ -57,6 +69,7 @@ def rows_of(doc: Mapping, ids: Collection[str] | None = None) -> list[ClaimRow]:
                 ratio="-" if e.get("ratio") is None else f"{e['ratio']:g}x",
                 status=WORDS.get(e["status"], e["status"]),
                 why=e.get("reason", ""),
+                whose=reproduction.origin_of(doc),
             )
         )
     return out

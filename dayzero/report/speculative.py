@@ -4,13 +4,16 @@ It answers the readers' question "how much does the draft's accepted length diff
 and prose" on the hardware it is about: one row per cell of the latest evidence that measured
 speculative acceptance (`speculative:accept_length@<workload>` checks), one column per workload
 (its tag: code, prose). A workload whose counters could not be read says so ("unreadable"): the
-check failed and the cell is not Verified. The acceptance table (Markdown and HTML) prints it.
+check failed and the cell is not Verified. The acceptance table (Markdown and HTML) prints it,
+each row with whose run it is (`lab`, or a vendor and its bundle).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from dayzero.report import reproduction
 
 PREFIX = "speculative:accept_length@"
 UNREADABLE = "unreadable"
@@ -26,6 +29,7 @@ class Accepted:
     tag: str
     length: str  # "3.412", or "unreadable" where the counters could not be read
     verdict: str
+    whose: str = "lab"  # the run's origin (`reproduction.origin`)
 
 
 def accepted_of(doc: Mapping) -> list[Accepted]:
@@ -46,6 +50,7 @@ def accepted_of(doc: Mapping) -> list[Accepted]:
                 details.get("tag") or workload,
                 length,
                 check["verdict"],
+                reproduction.origin_of(doc),
             )
         )
     return out
@@ -67,9 +72,11 @@ def table(rows: Iterable[Accepted]) -> tuple[list[str], list[list[str]]]:
     by_cell: dict[str, dict[str, Accepted]] = {}
     for r in rows:
         by_cell.setdefault(r.cell, {})[r.workload] = r
-    header = ["hardware", "cell", *(f"{w} ({t})" for w, t in cols)]
+    header = ["hardware", "cell", *(f"{w} ({t})" for w, t in cols), "whose"]
     body = []
     for cell, got in by_cell.items():
-        hardware = next(iter(got.values())).hardware
-        body.append([hardware, cell, *(got[w].length if w in got else "-" for w, _ in cols)])
+        first = next(iter(got.values()))
+        body.append(
+            [first.hardware, cell, *(got[w].length if w in got else "-" for w, _ in cols), first.whose]
+        )
     return header, body
