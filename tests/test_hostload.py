@@ -11,8 +11,10 @@ import sys
 import uuid
 from pathlib import Path
 
+from dayzero import devices
 from dayzero.checks import FAILED, PASSED, CheckResult
 from dayzero.checks.performance import INVALID
+from dayzero.lab import hostload
 from dayzero.lab.hostload import HostLoad, contention, parse_compute_processes, sample
 from dayzero.lab.preflight import busy_accelerators
 from dayzero.lab.transport.local import LocalTransport
@@ -30,6 +32,14 @@ AMD_BUSY = json.dumps(
         {"gpu": 0, "process_list": [{"process_info": {"name": "python3", "pid": 5512, "memory_usage": {}}}]},
         {"gpu": 1, "process_list": []},
     ]
+)
+# nvidia-smi's `process_query`: `--query-gpu=index,uuid --format=csv,noheader`, then
+# `--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,nounits` (a
+# process on two GPUs is a line on each), in the shapes public scripts parse.
+G0, G1, G2 = (f"GPU-{d * 8}-{d * 4}-{d * 4}-{d * 4}-{d * 12}" for d in "abc")
+NVIDIA_PLACED = (
+    f"0, {G0}\n1, {G1}\n2, {G2}\n{G1}, 4121, /usr/bin/python3, 80510\n{G2}, 4121, /usr/bin/python3, "
+    f"80510\n{G0}, 4388, ./train, 1204\n"
 )
 HOST = Host(name="h", hardware="cpu", transport="local")
 
@@ -51,6 +61,33 @@ def test_preflight_names_the_foreign_compute_processes(tmp_path, monkeypatch):
     ]
     fake_tool(tmp_path, monkeypatch, "nvidia-smi", "")
     assert busy_accelerators(LocalTransport(HOST), "nvidia-smi") == []
+
+
+def test_compute_processes_are_placed_on_their_accelerators():
+    nvidia, amd = devices.get("nvidia-smi"), devices.get("amd-smi")
+    assert nvidia.parse_device_processes(NVIDIA_PLACED) == [
+        (4121, "/usr/bin/python3", 1),
+        (4121, "/usr/bin/python3", 2),
+        (4388, "./train", 0),
+    ]
+    assert nvidia.parse_processes(NVIDIA_PLACED) == [(4121, "/usr/bin/python3"), (4388, "./train")]
+    assert nvidia.parse_device_processes(NVIDIA_BUSY)[0] == (4121, "/usr/bin/python3", None)  # no uuid
+    assert nvidia.parse_device_processes(f"{G0}, 7, x, 1\n") == [(7, "x", None)]  # a GPU not listed
+    assert amd.parse_device_processes(AMD_BUSY) == [(5512, "python3", 0)]
+
+
+def test_preflight_of_a_share_counts_only_the_processes_on_its_accelerators(tmp_path, monkeypatch):
+    """A neighbour cell's engine on accelerators 1 and 2 is no other job's to a lease of 3 and 4;
+    a process the tool does not place counts on every share."""
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", NVIDIA_PLACED)
+    t = LocalTransport(HOST)
+    assert busy_accelerators(t, "nvidia-smi", (3, 4)) == []
+    assert busy_accelerators(t, "nvidia-smi", (0, 3)) == [
+        "accelerators busy on leased accelerators 0,3: 1 foreign compute process(es): ./train (pid 4388)"
+    ]
+    assert len(hostload.compute_processes(t, "nvidia-smi")) == 2  # the whole host: both
+    fake_tool(tmp_path, monkeypatch, "nvidia-smi", NVIDIA_BUSY)
+    assert len(hostload.compute_processes(t, "nvidia-smi", (3, 4))) == 2
 
 
 def load(foreign: float, cores: int = 2, load1: float = 1.0, top=()) -> HostLoad:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -80,6 +81,25 @@ def test_missing_accelerator_and_busy_memory(tmp_path, monkeypatch, host):
     assert not facts.healthy
     assert any("sees 1 accelerator(s), inventory says 2" in p for p in facts.problems)
     assert any("accelerator memory busy" in p for p in facts.problems)
+
+
+def test_a_leased_share_is_judged_on_its_own_accelerators(tmp_path, monkeypatch, host):
+    """Accelerators 0 and 1 full (a neighbour cell's engine), 2 and 3 free: a lease of 2 and 3
+    is fit, a lease of 1 and 2 is not; the facts stay the host's. A lease of every accelerator
+    is judged on the host, as before leases had indices."""
+    eight = replace(host, accelerators=4)
+    fake_tool(
+        tmp_path, monkeypatch, "nvidia-smi", "183359 20000\n183359 20000\n183359 183000\n183359 183000\n"
+    )
+    facts = gather(LocalTransport(eight), B300, {}, leased=(2, 3))
+    assert facts.healthy, facts.problems
+    assert (facts.memory_total_gb, facts.memory_free_gb) == (716.2, 396.5)
+    (problem,) = gather(LocalTransport(eight), B300, {}, leased=(1, 2)).problems
+    assert problem == "accelerator memory busy on leased accelerators 1,2: 198.2 of 358.1 GB free"
+    (problem,) = gather(LocalTransport(eight), B300, {}, leased=(0, 1, 2, 3)).problems
+    assert problem == "accelerator memory busy: 396.5 of 716.2 GB free"
+    (problem,) = gather(LocalTransport(replace(eight, accelerators=8)), B300, {}, leased=(7,)).problems[-1:]
+    assert problem == "nvidia-smi sees no accelerator 7, which the lease claimed"
 
 
 def test_device_tool_failure_and_missing_engine(tmp_path, monkeypatch, host):
