@@ -122,3 +122,13 @@ def test_a_vendors_document_is_never_the_labs_whatever_its_source_says():
     doc = {"source": "dayzero", "submission": {"vendor": "dayzero", "bundle_sha256": "1" * 64}}
     assert reproduction.from_vendor(doc) and reproduction.party(doc) != reproduction.LAB
     assert reproduction.origin_of(doc) == f"an unnamed vendor (vendor, bundle {'1' * 16})"
+
+
+def test_a_stale_vendor_row_still_says_what_is_its_word(lab_run, tmp_path):
+    matrix, docs = lab_run
+    theirs = accepted_copy(docs[0], "acme", 0.99)
+    evidence.write(tmp_path / "reports", theirs)
+    later = parse_iso(theirs["run"]["finished"]) + dt.timedelta(days=60)
+    row = {r.cell.id: r for r in acceptance.rows(matrix, tmp_path / "reports", now=later)}[theirs["cell"]]
+    assert row.status == "Stale" and "evidence is 60 days old" in row.detail
+    assert "(the vendor's word: run date and engine version)" in row.detail, row.detail

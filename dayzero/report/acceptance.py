@@ -240,8 +240,9 @@ def row_for(
     # whose run: the lab's, or a vendor's accepted bundle (which, and when it was checked)
     checked = utc_day(doc["checked"]) if from_vendor(doc) and doc.get("checked") else ""
     source = reproduction.origin(reproduction.party(doc), reproduction.bundle_of(doc), checked)
-    if from_vendor(doc):  # the date and the engine version are the vendor's, bounded but not recomputed
-        engine += f" ({reproduction.VENDORS_WORD}: run date and engine version)"
+    # a vendor's run date and engine version are its own, bounded but not recomputed
+    stated = f" ({reproduction.VENDORS_WORD}: run date and engine version)" if from_vendor(doc) else ""
+    engine += stated
     unmeasured = [c for c in doc["checks"] if c["verdict"] == NOT_MEASURED]
     unsure = [c for c in doc["checks"] if c["verdict"] == INCONCLUSIVE]
     if doc["verdict"] in ("passed", INCONCLUSIVE) and unsure:  # never green: an interval straddles a bound
@@ -281,7 +282,7 @@ def row_for(
         return Row(
             cell,
             "Stale",
-            f"{'; '.join(reasons)}; was {status} on {when}{flags}",
+            f"{'; '.join(reasons)}; was {status} on {when}{stated}{flags}",
             source,
             path,
             answered,
