@@ -4,7 +4,8 @@ What the cookbook's speed tables and InferenceX's charts show, from the sweeps a
 (`sweep:*` checks, their points recomputable from raw records): a sweep table (mode/strategy,
 load, output tok/s per accelerator, tok/s per user, TTFT/ITL p50/p99, SLO attainment, goodput,
 energy and cost per token where known), the Pareto of tok/s per accelerator against tok/s per
-user with its frontier and the card's published claims as points, and the context-length plot.
+user with each party's frontier (the lab's, each vendor's: `frontiers`) and the card's published
+claims as points, and the context-length plot. Every point says whose run it is.
 Written as `cards/<model>/<kind>.{md,html,json}` (plus the two SVGs) under the reports folder.
 A kind with no sweep evidence says "pending" and still shows the published claims.
 """
