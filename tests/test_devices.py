@@ -108,6 +108,7 @@ def test_tpu_info_counts_chips_and_reads_hbm_where_a_workload_reports_it():
     assert tool.parse_memory(idle) == [(None, None)] * 4
     procs = (DATA / "tpu-info" / "process-v6e-8.txt").read_text()
     assert tool.parse_processes(procs) == [(799657, "python3")]
+    assert tool.parse_device_processes(procs) == [(799657, "python3", j) for j in range(8)]
     assert tool.visible_env([0, 2]) == {"TPU_VISIBLE_CHIPS": "0,2"}
 
 
@@ -116,6 +117,9 @@ def test_neuron_ls_json_output():
     text = (DATA / "neuron-ls" / "json-output-trn2-48xlarge.json").read_text()
     assert tool.parse_memory(text) == [(96 * 1024.0, 96 * 1024.0)] * 2  # 103079215104 B = 96 GiB
     assert tool.parse_processes(text) == [(113985, "neuron-bench")]
+    assert tool.parse_device_processes(text) == [(113985, "neuron-bench", 0), (113985, "neuron-bench", 15)]
+    # its mask takes NeuronCore ids, not device indices: no share is leased by index
+    assert tool.visible_env([2, 3]) == {} and devicemask.claim("neuron-ls", 2) == 0
     assert tool.container_flags("docker", 2) == ("--device", "/dev/neuron0", "--device", "/dev/neuron1")
 
 

@@ -40,5 +40,10 @@ TOOL = NeuronLs(
     memory_query="neuron-ls --json-output",
     driver_query="cat /sys/module/neuron/version 2>/dev/null || neuron-ls --version 2>&1 | sed -n 1p",
     process_query="neuron-ls --json-output",
-    visible_variable="NEURON_RT_VISIBLE_CORES",  # NeuronCore ids (neuron-ls: neuroncore_ids), not devices
+    # No mask by device index: the runtime's NEURON_RT_VISIBLE_CORES takes NeuronCore ids (each
+    # device's `neuroncore_ids` in neuron-ls's listing: device 15 of a trn2 is cores 60-63), so
+    # devices 2,3 written as cores would be two cores of device 0, shared by two cells. Until the
+    # mask is built from preflight's listing, a Neuron cell takes its hosts whole
+    # (`dayzero.lab.devicemask.claim`).
+    visible_variable=None,
 )
