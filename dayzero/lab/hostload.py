@@ -5,7 +5,8 @@ load is sampled during every phase and a floor missed while the host was contend
 fault ("host contended: ..."). Foreign means not the cell's own: its engine's process groups,
 the harness client (its command line carries `CLIENT_MARK`), processes the transport marks as its
 own (`Transport.own_marks`: a Slurm job's step daemons) and their children, and the sampler
-itself are left out; anything else that burns CPU counts, another cell's engine included.
+itself are left out; anything else that burns CPU counts, another cell's engine included, even
+one that shares the host's accelerators in another lease (its cores are this cell's too).
 
 The sampler is stdlib Python run by the host's python (like the client): it reads every
 process's CPU ticks from /proc twice, `interval` seconds apart, and prints one JSON line. It
@@ -13,7 +14,8 @@ also ends, printing nothing, as soon as its stop file appears: the phase it watc
 and waiting out the interval held the end of every phase for a second on average.
 The bound is a share of the host's cores (`Host.max_foreign_load`; 0 turns the check off).
 On accelerator hosts the vendor tool's compute process list says whether another job holds
-an accelerator (`compute_processes`, the device tool's list, checked by preflight).
+an accelerator (`compute_processes`, the device tool's list, checked by preflight): of a leased
+share, only the processes on its own accelerators.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ accelerator driver's version with the same tool (evidence keeps it), checks free
 workdir, that the card's model files are there (`dayzero.lab.weights`: size, and checksum where
 the card knows one) and that the engine answers its version command: on a host that runs its engines in a
 container (`container: docker|podman`), inside the cell's image (`engine_check`), keeping the
-image's resolved id and digests. A host that fails is
+image's resolved id and digests. A cell's lease of a share of the accelerators is judged on
+those alone (free memory, compute processes): a neighbour cell's engine holds its own. A host
+that fails is
 quarantined for the rest of the run and the cell is reported as infrastructure, not product.
 """
 
