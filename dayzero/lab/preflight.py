@@ -7,8 +7,8 @@ the card knows one) and that the engine answers its version command: on a host t
 container (`container: docker|podman`), inside the cell's image (`engine_check`), keeping the
 image's resolved id and digests. A cell's lease of a share of the accelerators is judged on
 those alone (free memory, compute processes): a neighbour cell's engine holds its own. A host
-that fails is
-quarantined for the rest of the run and the cell is reported as infrastructure, not product.
+that fails is quarantined for the rest of the run and the cell is reported as infrastructure,
+not product.
 """
 
 from __future__ import annotations
