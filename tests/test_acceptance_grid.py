@@ -170,14 +170,20 @@ def test_the_grid_in_chromium_shows_every_cell_and_filters(reports):
               box.click();
               const off = cells.filter(c => c.classList.contains('off')).map(c => c.dataset.label);
               box.click();
+              const vendor = document.querySelector('tr[data-cell="VENDOR_CELL"]').children;
               return {before, off, kimiWidth: kimi.getBoundingClientRect().width,
                       page: document.documentElement.clientWidth,
-                      back: cells.filter(c => c.classList.contains('off')).length};
-            })()"""
+                      back: cells.filter(c => c.classList.contains('off')).length,
+                      source: vendor[3].textContent, detail: vendor[2].textContent};
+            })()""".replace("VENDOR_CELL", KIMI_VENDOR)
         )
         browser.screenshot(shot)
     assert sorted(seen["before"]) == sorted(c.id for c in matrix.cells)
     assert seen["off"] and set(seen["off"]) == {"Pending"} and seen["back"] == 0
     assert seen["kimiWidth"] <= seen["page"]  # 20 columns fit a 1400-pixel window
+    # the list says whose run the vendor's is, and what of it is the vendor's word (issue 42)
+    assert seen["source"] == f"acme (vendor, checked {NOW.date()})"
+    assert "(the vendor's word: run date and engine version)" in seen["detail"]
+    assert "on the vendor's word alone" in seen["detail"]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(shot, ARTIFACTS / shot.name)

@@ -278,22 +278,30 @@ def test_a_point_shows_its_intervals_and_a_contended_one_is_marked_and_off_the_f
     assert pareto_svg(card).count('class="error-bar"') == 1
 
 
-def test_a_vendors_points_have_a_frontier_of_their_own_never_the_labs():
-    """Issue 42 item 3: a vendor's point, on its word, that beats every lab point on both axes
-    neither pushes the lab's points off the lab's frontier nor stands on it: each party has its
-    own, the chart draws and names each, and the cost along each is said apart."""
-    lab = [point("slow", 10, 100), point("fast", 50, 20), point("beaten", 25, 15)]
+LAB_POINTS = (point("slow", 10, 100), point("fast", 50, 20), point("beaten", 25, 15))
+
+
+def mixed_card() -> BenchCard:
+    """The lab's three points and a vendor's two, each beating every lab point on both axes."""
     acme = [
         replace(point("v-high", 60, 200), mode="v", whose="acme", bundle="ab" * 32),
         replace(point("v-low", 70, 150), mode="v", whose="acme", bundle="ab" * 32),
     ]
     price = Price(2.0, "USD", "test")
     pts = [
-        replace(p, cost_per_million=per_million_tokens(price, p.tok_s_per_accelerator)) for p in lab + acme
+        replace(p, cost_per_million=per_million_tokens(price, p.tok_s_per_accelerator))
+        for p in [*LAB_POINTS, *acme]
     ]
-    got = {p.label: p.frontier for p in benchcard.marked(pts)}
+    return BenchCard("m", "cpu", "M", tuple(benchcard.marked(pts)), (), price=price)
+
+
+def test_a_vendors_points_have_a_frontier_of_their_own_never_the_labs():
+    """Issue 42 item 3: a vendor's point, on its word, that beats every lab point on both axes
+    neither pushes the lab's points off the lab's frontier nor stands on it: each party has its
+    own, the chart draws and names each, and the cost along each is said apart."""
+    card = mixed_card()
+    got = {p.label: p.frontier for p in card.points}
     assert got == {"slow": True, "fast": True, "beaten": False, "v-high": True, "v-low": True}
-    card = BenchCard("m", "cpu", "M", tuple(benchcard.marked(pts)), (), price=price)
     svg = pareto_svg(card)
     assert 'data-name="Pareto frontier (the lab&#x27;s)"' in svg
     assert 'data-name="Pareto frontier (acme&#x27;s, vendor)"' in svg
@@ -304,7 +312,7 @@ def test_a_vendors_points_have_a_frontier_of_their_own_never_the_labs():
         " abababababababab): 2.778 at 60 tok/s per user, 3.704 at 70; cheapest: v/b s v-high"
     )
     assert [c["whose"] for c in benchcard.to_json(card)["frontier_cost"]] == ["dayzero"] * 2 + ["acme"] * 2
-    alone = BenchCard("m", "cpu", "M", tuple(benchcard.marked(lab)), ())
+    alone = BenchCard("m", "cpu", "M", tuple(benchcard.marked(LAB_POINTS)), ())
     assert 'data-name="Pareto frontier"' in pareto_svg(alone)  # the lab's alone: named as it always was
 
 
@@ -333,3 +341,32 @@ def test_a_claims_answer_from_a_vendors_run_says_whose():
     assert f"(answered by acme (vendor, bundle {'c' * 16}))" in agentx, agentx
     (agentx, _) = cardplan.claim_lines(card, cells, {hit.id: {"claims": [answer]}})
     assert "answered by" not in agentx  # the lab's own run: said as it always was
+
+
+@pytest.mark.e2e
+def test_each_partys_frontier_in_chromium(tmp_path):
+    """The mixed card's page as Chromium draws it: two frontiers, each named in the legend, each
+    through its own party's points; every row says whose."""
+    from devlab.browser import Browser
+
+    card = mixed_card()
+    page = tmp_path / "mixed.html"
+    page.write_text(benchcard.to_html(card, pareto_svg(card), ""))
+    with Browser(height=1200) as browser:
+        browser.goto(page.resolve().as_uri())
+        seen = browser.js(
+            """({
+              lines: Object.fromEntries([...document.querySelectorAll('#pareto polyline.series')]
+                .map(l => [l.dataset.name, l.getAttribute('points').trim().split(' ').length])),
+              legend: [...document.querySelectorAll('#pareto text')].map(t => t.textContent),
+              whose: [...document.querySelectorAll('#sweeps tr.point')]
+                .map(r => [r.dataset.point, r.children[r.children.length - 2].textContent]),
+            })"""
+        )
+        browser.screenshot(tmp_path / "card-mixed.png")
+    assert seen["lines"] == {"Pareto frontier (the lab's)": 2, "Pareto frontier (acme's, vendor)": 2}
+    assert {"Pareto frontier (the lab's)", "Pareto frontier (acme's, vendor)"} <= set(seen["legend"])
+    said = dict(seen["whose"])
+    assert said["a/b s slow"] == "lab" and said["v/b s v-high"] == "acme (vendor, bundle abababababababab)"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy(tmp_path / "card-mixed.png", ARTIFACTS / "card-mixed.png")
