@@ -178,3 +178,29 @@ def test_a_shared_change_that_moved_the_other_cells_keeps_the_anchored_bar(tmp_p
         if w == "new"
     }
     assert raised == alone and {how for _, _, how in alone} == {"recorded change"} and len(alone) == 6
+
+
+def test_one_labs_broken_night_is_no_gap_in_another_labs_series(tmp_path):
+    """Run ids repeat across labs (one cron second): a broken night of lab b drops lab b's point
+    of that run id only, not lab a's, in a series across labs."""
+    import copy
+
+    from dayzero.history.store import open_store
+
+    values = [100.0] * 12
+    docs = {lab: series_docs(values, accuracy=None) for lab in ("a", "b")}
+    for lab, lab_docs in docs.items():
+        for doc in lab_docs:
+            doc["run"].update(lab=lab, controller=f"controller-{lab}")
+    docs["b"][5]["verdict"] = "broken"
+    night = docs["a"][5]["run"]["id"]
+    assert docs["b"][5]["run"]["id"] == night
+    with open_store(tmp_path / "h.sqlite") as store:
+        store.ingest(
+            (f"{lab}/{i}.json", copy.deepcopy(doc))
+            for lab, lab_docs in docs.items()
+            for i, doc in enumerate(lab_docs)
+        )
+        series = trends.clean_series(store, CELL)
+        kept = {(p.lab, p.run_id) for _, points in series.values() for p in points}
+    assert ("a", night) in kept and ("b", night) not in kept

@@ -61,13 +61,19 @@ def clean_series(
     """`store.cell_series` without the nights judged broken: those are gaps, never product
     numbers (a contended host's -30% is not a regression). Invalid or contended measurements
     never become points (`points.points`)."""
+    # by lab and run id: run ids repeat across labs (one cron second), and one lab's broken night
+    # is not another's
     broken = {
-        r["run_id"] for r in store.runs(cell, ACROSS_LABS if lab is None else lab) if r["verdict"] == BROKEN
+        (r["lab"], r["run_id"])
+        for r in store.runs(cell, ACROSS_LABS if lab is None else lab)
+        if r["verdict"] == BROKEN
     }
     found = store.cell_series(cell, vendor=vendor, lab=lab)
     if not broken:
         return found
-    return {k: (higher, [p for p in pts if p.run_id not in broken]) for k, (higher, pts) in found.items()}
+    return {
+        k: (higher, [p for p in pts if (p.lab, p.run_id) not in broken]) for k, (higher, pts) in found.items()
+    }
 
 
 def found(
