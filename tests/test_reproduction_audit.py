@@ -108,8 +108,10 @@ def test_the_audit_shows_each_runs_origin_what_is_the_vendors_word_and_who_repro
     items = {i.vendor: i for i in audit([lab, mine, copied], sample=5, seed=0)}
     assert sorted(items) == ["acme", "bolt"]  # the lab's own run is never drawn
     acme = "\n".join(items["acme"].lines(matrix, [lab, mine, copied]))
-    assert f"from acme (vendor, bundle {'5' * 16}), bundle sha256 {'5' * 64}" in acme
-    assert "engine version llama.cpp synthetic build: the vendor's word" in acme
+    assert f"from acme (vendor, bundle {'5' * 16}): recipe {lab['recipe']['digest']}" in acme
+    assert f"bundle sha256 {'5' * 64}" in acme
+    said = f"the vendor's word: run acme-1, finished {mine['run']['finished']}, engine version llama.cpp"
+    assert said in acme
     assert f"reproduction: reproduced by lab: run {lab['run']['id']}" in acme
     bolt = "\n".join(items["bolt"].lines(matrix, [lab, mine, copied]))
     # bolt's run is the lab's relabelled: reproduced by acme's run of its own, never the lab's

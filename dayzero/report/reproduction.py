@@ -196,10 +196,11 @@ class AuditItem:
         ways = directions(matrix, self.cell)
         found = reproduced_by(matrix, d, docs)
         out = [
-            f"- {self.cell} from {origin_of(d)}, bundle sha256 {bundle_of(d) or '?'}",
-            f"    run {d['run']['id']}, finished {d['run']['finished']}, engine version "
-            f"{d['engine']['version']}: {VENDORS_WORD}; recipe {d['recipe']['digest']} and engine "
-            f"{d['engine']['name']} held to the card, floors below recomputed from the raw records",
+            f"- {self.cell} from {origin_of(d)}: recipe {d['recipe']['digest']}, engine "
+            f"{d['engine']['name']} {d['engine']['version']}, bundle sha256 {bundle_of(d) or '?'}",
+            f"    {VENDORS_WORD}: run {d['run']['id']}, finished {d['run']['finished']}, engine version "
+            f"{d['engine']['version']} (bounded, not recomputed); the floors below are recomputed "
+            "from the raw records",
             f"    reproduction: {found.words() if found else 'the lab run'}",
         ]
         for name, value in sorted(_measured(d).items()):
