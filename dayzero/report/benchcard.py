@@ -336,16 +336,14 @@ def pareto_svg(card: BenchCard) -> str:
         for name, pts in series.items()
     ]
     front = [p for p in card.points if p.frontier]
-    for i, whose in enumerate(
-        parties(front)
-    ):  # one frontier per party: never the lab's and a vendor's as one
+    for whose in parties(front):  # one frontier per party: never the lab's and a vendor's as one
         theirs = [p for p in front if p.whose == whose]
         named = "" if parties(card.points) == [reproduction.LAB] else f" ({_whose(whose)})"
         charts.append(
             Series(
                 f"Pareto frontier{named}",
                 tuple((p.tok_s_per_user, p.tok_s_per_accelerator) for p in theirs),
-                colour=1 if whose == reproduction.LAB else 5 + i,
+                colour=len(charts) if named else 1,  # with several parties, no point series' colour
                 dashed=True,
                 radius=0,
             )
