@@ -188,8 +188,9 @@ def test_the_checker_recomputes_the_floor_and_a_forged_verdict_differs():
         for rel, answer in stub_answer(sp.point(load), capacity=10.0):
             answers[rel.rsplit("/", 1)[1].removesuffix(".json")] = (rel, answer)
     view = SimpleNamespace(
-        doc={"run": {"id": "x"}, "hosts": [{"accelerators": 1}], "records": []},
-        cell=SimpleNamespace(id="m/cpu/a/b"),
+        doc={"run": {"id": "x"}, "hosts": [{"accelerators": 1}], "records": [], "checks": []},
+        cell=SimpleNamespace(id="m/cpu/a/b", mode="a"),
+        card=SimpleNamespace(raw={"modes": {"a": {}}}),  # a mode of no parallel size: every accelerator
         metrics={},
         plans=(Planned(sweeps_kind.KIND, sp),),
         answer=lambda phase: answers[phase],

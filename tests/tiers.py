@@ -120,6 +120,12 @@ class Distributed:
 
 def configure(config: pytest.Config) -> None:
     config.pluginmanager.register(FastFirst(), "dayzero-fast-first")
+    if hasattr(config, "workerinput"):
+        # xdist's worker variables would reach every pytest run a test starts (the main job, the
+        # interrupt and lab runs): each would take itself for an xdist worker (no live progress on
+        # its terminal, its run id from the worker's). A test's run is a run of its own.
+        for name in [n for n in os.environ if n.startswith("PYTEST_XDIST_")]:
+            del os.environ[name]
     distributed = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
     if distributed:
         config.pluginmanager.register(Distributed(), "dayzero-fast-then-serial")
