@@ -181,7 +181,10 @@ def test_no_floor_no_check():
 
 
 def test_the_checker_recomputes_the_floor_and_a_forged_verdict_differs():
-    sweep = Sweep("c", "concurrency", "w", (1, 2, 4, 16), {}, search=2, slo=SLO, floor=AT_LEAST_4)
+    # 40 requests a point: 10 of 10 met is no 90% attainment on its interval (Wilson 72-100%)
+    sweep = Sweep(
+        "c", "concurrency", "w", (1, 2, 4, 16), {}, num_prompts=40, search=2, slo=SLO, floor=AT_LEAST_4
+    )
     sp = plan_for(sweep)
     answers = {}
     for load in (1, 2, 4, 16, 10, 7):  # the card's loads, then two bisection steps

@@ -4,7 +4,10 @@
 benchmark card prints; `next_load` is the bounded search for the max load at SLO between the
 points already measured; `context_fit` says how TTFT and decode time grow with the input length;
 `sweep_check` is the sweep's one check, whose details hold every point; `sweep_floor_check`
-holds what it found (the max load at SLO, the decode-time ratio) to the card's floor, if any.
+holds what it found (the max load at SLO, the decode-time ratio) to the card's floor, if any, on
+the interval of its points' own data as every floor is (`checks.intervals`): passed where the
+interval clears the bound, failed where it misses it, inconclusive in between, with the loads it
+hinges on (`unsettled`) for the walk to measure again (`run.sweeps.walk`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
+from dayzero.checks import FAILED, INCONCLUSIVE, NOT_MEASURED, PASSED, CheckResult
 from dayzero.checks.energy import from_hosts, from_power
+from dayzero.checks.intervals import Interval, judge
 from dayzero.checks.measurement import Measurement
 from dayzero.checks.metrics import DEFINITIONS, completed, output_tokens
 from dayzero.checks.performance import INVALID
@@ -99,14 +103,32 @@ def energy(answers: Sequence[Mapping], accelerators: int) -> dict:
     return out | ({"hosts": measured[0]["hosts"]} if "hosts" in measured[0] else {})
 
 
-def max_load(points: Sequence[Mapping], target: float) -> dict:
+def _interval(js: Mapping | None) -> Interval | None:
+    """An interval as the evidence keeps it (`Interval.to_json`); None where a row has none."""
+    if not js:
+        return None
+    return Interval(js.get("lo"), js.get("hi"), js.get("n", 0), js.get("runs", 1), js.get("method", ""))
+
+
+def at_slo(p: Mapping, target: float) -> str:
+    """A point against the SLO's target on its attainment's interval: passed (met), failed
+    (missed) or inconclusive; a row without one (older evidence) on its attainment alone."""
+    iv = _interval((p.get("slo_intervals") or {}).get("attainment"))
+    if iv is None:
+        return PASSED if p["attainment"] >= target else FAILED
+    return judge(iv, target, "min")
+
+
+def max_load(points: Sequence[Mapping], target: float, met=None) -> dict:
     """The highest load whose attainment holds `target`, below the first load that does not.
 
-    `bounded`: a load above it missed the target (else the sweep never reached its limit)."""
+    `bounded`: a load above it missed the target (else the sweep never reached its limit).
+    `met(point)`: whether a point counts as at SLO (default: its attainment)."""
+    met = met or (lambda p: p["attainment"] >= target)
     ordered = sorted((p for p in points if p.get("attainment") is not None), key=lambda p: p["load"])
     best, bounded = None, False
     for p in ordered:
-        if p["attainment"] >= target:
+        if met(p):
             best = p["load"]
         else:
             bounded = True
@@ -258,10 +280,43 @@ def sweep_check(sweep: Sweep, points: Sequence[Mapping], skipped: Sequence[float
     return CheckResult(name, "performance", verdict, message, measured=len(points), details=details)
 
 
+# --- the sweep's floor, on intervals ---------------------------------------------------------------
+
+
+def load_interval(points: Sequence[Mapping], target: float) -> Interval | None:
+    """The max load at SLO read both ways from the points' attainment intervals (Wilson, 95% per
+    point): `lo` with every inconclusive point counted as missed, `hi` as met (0: no load); None
+    where a point has no interval (older evidence)."""
+    counted = [p for p in points if p.get("attainment") is not None]
+    if any(not (p.get("slo_intervals") or {}).get("attainment") for p in counted):
+        return None
+    low = max_load(counted, target, lambda p: at_slo(p, target) == PASSED)["load"]
+    high = max_load(counted, target, lambda p: at_slo(p, target) != FAILED)["load"]
+    n = sum(int(p.get("requests") or 0) for p in counted)
+    runs = sum(len(p.get("records") or ()) for p in counted)
+    return Interval(float(low or 0.0), float(high or 0.0), n, runs, "wilson per point")
+
+
+def ratio_interval(first: Mapping, last: Mapping) -> Interval | None:
+    """The decode-time ratio's interval from its two ends' median TPOT intervals (95% each, so
+    both hold at once at 90% at least: Bonferroni); None where an end has none (older evidence)."""
+    a, b = (_interval((p.get("intervals") or {}).get("median_tpot_ms")) for p in (first, last))
+    if a is None or b is None:
+        return None
+    n, runs, method, confidence = a.n + b.n, a.runs + b.runs, "ratio of order-statistic intervals", 0.9
+    for p, iv in ((first, a), (last, b)):
+        if not iv.supported or iv.lo <= 0:
+            why = f"decode time per token at {p.get('label', p['load'])} not supported by n={iv.n}"
+            return Interval(None, None, n, runs, method, confidence, why)
+    return Interval(b.lo / a.hi, b.hi / a.lo, n, runs, method, confidence)
+
+
 def sweep_floor_check(sweep: Sweep, result: CheckResult) -> CheckResult | None:
-    """The sweep's floor against what its check found; None without a floor. A sweep that is
-    invalid or gamed is not compared; a bound the points cannot settle (the budget ran out before
-    a load at the floor, or before the longest input) is not measured, never failed."""
+    """The sweep's floor against what its check found, judged on its interval; None without a
+    floor. A sweep that is invalid or gamed is not compared; a bound the points cannot settle (the
+    budget ran out before a load at the floor, or before the longest input) is not measured, never
+    failed; an interval that straddles the bound is inconclusive, with the loads it hinges on
+    (`details.unsettled`: one more repetition of each may settle it)."""
     floor = sweep.floor
     if floor is None:
         return None
@@ -278,26 +333,63 @@ def sweep_floor_check(sweep: Sweep, result: CheckResult) -> CheckResult | None:
             details={"sweep": result.name, "metric": floor.metric, "direction": floor.direction, **details},
         )
 
+    def on(interval: Interval | None, value_verdict: str, said: str, hinges, measured, **details):
+        """The verdict on the interval where there is one (on the value in older evidence)."""
+        verdict = judge(interval, floor.bound, floor.direction) or value_verdict
+        if interval is None:
+            return out(verdict, said, measured, **details)
+        if verdict != value_verdict:  # said where the interval decides otherwise, as the floors do
+            said += f", interval {interval.describe()}"
+        details["interval"] = interval.to_json()
+        if verdict == INCONCLUSIVE:
+            said += f" -- inconclusive: {hinges[0]}"
+            details["unsettled"] = list(hinges[1])
+        return out(verdict, said, measured, **details)
+
     if result.verdict != PASSED:
         return out(result.verdict, f"{floor.describe()} not compared: the sweep is {result.verdict}")
     skipped = [f"{sweep.label(x)}" for x in d.get("skipped", [])]
+    points = sorted(d.get("points") or [], key=lambda p: p["load"])
     if floor.metric == "decode_ratio":
-        ratio = (d.get("fit") or {}).get("decode_ratio")
+        fit = d.get("fit")
+        ratio = (fit or {}).get("decode_ratio")
         if skipped:
             return out(NOT_MEASURED, f"{floor.describe()}: the longest input ({skipped[-1]}) was not reached")
         if ratio is None:
             return out(NOT_MEASURED, f"{floor.describe()}: decode time not measured at two input lengths")
         ok = ratio <= floor.bound
         said = f"decode_ratio {ratio:g} {'<=' if ok else '>'} {floor.bound:g}"
-        return out(PASSED if ok else FAILED, said, ratio, fit=d.get("fit"))
+        interval = ratio_interval(points[0], points[-1])
+        why = interval.why if interval and not interval.supported else "the interval straddles the bound"
+        ends = (points[0]["load"], points[-1]["load"])
+        return on(interval, PASSED if ok else FAILED, said, (why, ends), ratio, fit=fit)
     found = d.get("max_load_at_slo") or {}
-    load, points = found.get("load"), d.get("points") or []
+    load, target = found.get("load"), found.get("target", 0)
+    interval = load_interval(points, target)
+    # the optimistic reading (an inconclusive point counted as met) decides "not reached"
+    high = max_load(points, target, lambda p: at_slo(p, target) != FAILED) if interval else found
     if load is not None and load >= floor.bound:
         note = "" if found.get("bounded") else " (every load measured met it)"
-        return out(PASSED, f"max load at SLO {load:g} >= {floor.bound:g}{note}", load, max_load_at_slo=found)
-    if not found.get("bounded") and (skipped or not points):
+        said = f"max load at SLO {load:g} >= {floor.bound:g}{note}"
+    elif not high["bounded"] and (skipped or not points) and (high["load"] or 0) < floor.bound:
         why = f"{floor.describe()}: not reached within the {sweep.budget_s:g} s budget"
         return out(NOT_MEASURED, why + f" (not measured: {', '.join(skipped) or 'every load'})", load)
-    missed = next((p["label"] for p in points if p.get("attainment", 1) < found.get("target", 0)), "")
-    at = "no load met the SLO" if load is None else f"max load at SLO {load:g} < {floor.bound:g}"
-    return out(FAILED, f"{at} ({missed} missed the target)", load, max_load_at_slo=found)
+    else:
+        missed = next((p["label"] for p in points if p.get("attainment", 1) < target), "")
+        at = "no load met the SLO" if load is None else f"max load at SLO {load:g} < {floor.bound:g}"
+        said = f"{at} ({missed} missed the target)"
+    value_verdict = PASSED if load is not None and load >= floor.bound else FAILED
+    top = high["load"] if high["load"] is not None else float("-inf")
+    unsure = [p for p in points if at_slo(p, target) == INCONCLUSIVE and p["load"] <= top]
+    why = f"attainment at {', '.join(p['label'] for p in unsure)} straddles the {target:.0%} target"
+    hinges = (why, [p["load"] for p in unsure])
+    return on(interval, value_verdict, said, hinges, load, max_load_at_slo=found)
+
+
+def unsettled(sweep: Sweep, points: Sequence[Mapping], skipped: Sequence[float]) -> list[float]:
+    """The loads the sweep's floor hinges on while it is inconclusive; none once it is settled
+    (or where the sweep has no floor)."""
+    floor = sweep_floor_check(sweep, sweep_check(sweep, points, skipped))
+    if floor is None or floor.verdict != INCONCLUSIVE:
+        return []
+    return list(floor.details.get("unsettled", ()))

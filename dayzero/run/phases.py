@@ -269,16 +269,21 @@ class Live:
         return until_conclusive(self.ep, m, self.accelerators, collect(self.ep, m, self.accelerators))
 
     def sweep(self, sp: sweeps.SweepPlan):
-        """Points measured until the sweep's budget is spent."""
+        """Points measured until the sweep's budget is spent; a point asked for again with more
+        repetitions (its floor inconclusive) measures only those it does not have yet."""
         started = time.monotonic()
         kept: dict[str, Mapping] = {}  # records file -> its /metrics snapshots
+        answered: dict[str, tuple[str, dict]] = {}  # phase -> (records file, answer)
 
         def measure(p: sweeps.SweepPoint):
             if time.monotonic() - started > p.sweep.budget_s:
                 return None
-            answers, _, docs = collect(self.ep, p, self.accelerators)
+            have = [answered[ph] for ph in p.phases() if ph in answered]
+            processes = (have[-1][1].get("client") or {}).get("processes") if have else None
+            answers, _, docs = collect(self.ep, p, self.accelerators, len(have), processes)
             kept.update({rel: doc for (rel, _), doc in zip(answers, docs, strict=True)})
-            return answers
+            answered.update({p.phase(len(have) + i): a for i, a in enumerate(answers)})
+            return [*have, *answers]
 
         return measure, kept.get
 

@@ -6,8 +6,9 @@ point sets the workload's input length, a rate point gives every request a Poiss
 (`at`, seeded by the point's phase name, so the checker draws the same schedule; the gaps are
 scaled so the point offers exactly its rate). `walk` measures
 the card's points in order, then bisects towards the max load at SLO (`checks.sweep.next_load`),
-until `measure` says stop: the live run stops when the sweep's time budget is spent, the
-submission checker where the bundle has no more records. One walk for both, so the points a
+then repeats the points an inconclusive floor hinges on, until `measure` says stop: the live
+run stops when the sweep's time budget is spent, the submission checker where the bundle has no
+more records. One walk for both, so the points a
 run measured are the points a checker expects.
 """
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dayzero import devices
-from dayzero.checks.sweep import next_load, point
+from dayzero.checks.sweep import next_load, point, unsettled
 from dayzero.run import records
 from dayzero.run.plan import MeasurementPlan
 from dayzero.spec.card import ModelCard
@@ -130,21 +131,41 @@ def processes_of(p: SweepPoint, answers: Sequence[tuple[str, Mapping]]) -> int:
     return p.protocol.client_processes or (answers[-1][1].get("client") or {}).get("processes") or 1
 
 
+def repeated(sp: SweepPlan, row: Mapping) -> SweepPoint:
+    """A measured point's plan with the repetitions its row holds (an inconclusive floor's extra
+    ones included)."""
+    return replace(sp.point(row["load"]), repetitions=len(row["records"]))
+
+
 def walk(sp: SweepPlan, measure: Measure, accelerators: int, metrics: Metrics = lambda rel: None):
-    """The card's points in order, then the bisection; returns (points, loads not measured).
+    """The card's points in order, then the bisection, then, while the sweep's floor is
+    inconclusive, one more repetition of each load it hinges on (`checks.sweep.unsettled`), up to
+    the protocol's `extra_repetitions`; returns (points, loads not measured). `measure` may say
+    None to any of them (the live run's budget spent, no more records in a bundle).
     `metrics` finds a repetition's /metrics snapshots by its records file, where kept."""
     points: list[dict] = []
     skipped: list[float] = []
 
-    def one(load: float) -> bool:
-        p = sp.point(load)
+    def measured(p: SweepPoint) -> dict | None:
         answers = measure(p)
         if answers is None:
-            return False
+            return None
         docs = [metrics(rel) for rel, _ in answers]
         m = p.measurement(answers, accelerators, processes_of(p, answers), docs)
-        points.append(point(sp.sweep, load, m, [a for _, a in answers], accelerators))
-        return True
+        return point(sp.sweep, p.load, m, [a for _, a in answers], accelerators)
+
+    def one(load: float) -> bool:
+        row = measured(sp.point(load))
+        if row is not None:
+            points.append(row)
+        return row is not None
+
+    def again(load: float) -> bool:
+        i = next(i for i, row in enumerate(points) if row["load"] == load)
+        row = measured(replace(sp.point(load), repetitions=len(points[i]["records"]) + 1))
+        if row is not None:
+            points[i] = row
+        return row is not None
 
     for i, load in enumerate(sp.sweep.points):
         if not one(load):
@@ -156,4 +177,8 @@ def walk(sp: SweepPlan, measure: Measure, accelerators: int, metrics: Metrics = 
         if load is None or not one(load):
             break
         steps += 1
+    for _ in range(sp.base.protocol.extra_repetitions):
+        loads = unsettled(sp.sweep, points, skipped)
+        if not loads or not all(again(load) for load in loads):
+            break
     return sorted(points, key=lambda p: p["load"]), skipped

@@ -1,4 +1,6 @@
-"""Benchmark-card sweeps: the walk over a sweep's points (`run.sweeps`), then its floor."""
+"""Benchmark-card sweeps: the walk over a sweep's points (`run.sweeps`: the points an
+inconclusive floor hinges on measured again within the protocol's budget), then its floor, judged
+on its interval as every floor is (`checks.sweep.sweep_floor_check`)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ class Sweeps:
             measure, metrics_of = src.sweep(sp)
             points, skipped = sweeps.walk(sp, measure, src.accelerators, metrics_of)
             result = sweep_check(sweep, points, skipped)
-            phases = [ph for p in points for ph in sp.point(p["load"]).phases()]
+            phases = [ph for p in points for ph in sweeps.repeated(sp, p).phases()]
             if result.verdict != FAILED:  # anti-gaming is counted, not timed: contention excuses none
                 result = src.contended(result, phases)  # its points marked where a host was contended
             src.say(f"{result.name}: {result.message}")
