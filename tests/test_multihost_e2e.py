@@ -29,9 +29,10 @@ from dayzero.run.cell import RunContext, new_run_id, run_cell
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
 
-from .beds import inventory, left_on, nothing_left
+from .beds import HostsRun, inventory, left_on, nothing_left
 from .conftest import REPO, needs_engine, processes_matching
 from .interrupt_sweep import assert_ended_interrupted, run_interrupted
+from .slurm_bed import e2e_lock
 from .stub_cells import stub_matrix, stub_pair_card
 
 pytestmark = [pytest.mark.e2e, needs_engine]
@@ -39,6 +40,7 @@ RPC = "smollm2-135m/cpu+llama.cpp/rpc_split/baseline"
 ROUTED = "smollm2-135m/cpu+llama.cpp/routed/baseline"
 TP2 = "smollm2-135m/cpu+sglang/tp2_nodes/baseline"
 SGLANG_ROUTED = "smollm2-135m/cpu+sglang/routed/baseline"
+PD = "smollm2-135m/cpu+sglang/pd/baseline"
 
 
 @pytest.fixture(scope="module")
@@ -325,13 +327,13 @@ def test_a_rank_that_never_becomes_ready_ends_the_cell_as_still_loading_before_r
     card["engine"]["worker"]["command"] = ["bash", "-c", f"exec sleep 300 # {marker} {{port}}"]
     card_path.write_text(yaml.safe_dump(card, sort_keys=False))
     seen: list[str] = []
-    ctx = context(mdir, inventory(bed), tmp_path / "reports", seen.append, ready_deadline=8)
+    ctx = context(mdir, inventory(bed), tmp_path / "reports", seen.append, ready_deadline=4)
     try:
         with pytest.raises(StillLoading) as err:
             run_cell(ctx, ctx.matrix.cell(RPC))
     finally:
         ctx.close()
-    assert re.search(r"server\[1\] on lab\d not ready within the 8s deadline", str(err.value)), err.value
+    assert re.search(r"server\[1\] on lab\d not ready within the 4s deadline", str(err.value)), err.value
     assert not [m for m in seen if m.startswith("started server[0]")], "rank 0 waits for rank 1"
     assert not processes_matching(marker)
     assert not nothing_left(bed)
@@ -458,30 +460,58 @@ def test_sigint_at_any_instant_of_a_cell_across_two_hosts_ends_the_run_interrupt
 # -- real SGLang across hosts -----------------------------------------------------------------------
 
 
-def run_passing(bed, matrix: Path, reports: Path, markers: str, passed: int) -> dict[str, dict]:
-    """The cells the markers select, run on the testbed in a pytest of their own: all passed; their
-    evidence by cell."""
-    result = subprocess.run(
-        pytest_cmd(matrix, "-m", markers, f"--hosts={inventory(bed)}", f"--reports={reports}", "-rA"),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stdout[-5000:]
-    assert f"{passed} passed" in result.stdout, result.stdout[-2000:]
-    return evidence(reports)
+SGLANG_CELLS = "cpu and sglang and (tp2_nodes or routed or pd)"
+PD_ROLES = {("prefill", 0), ("decode", 0), ("router", 0)}
 
 
-def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, quick_matrix, tmp_path):
+@pytest.fixture(scope="module")
+def sglang_cells(ssh_lab, quick_matrix, tmp_path_factory) -> HostsRun:
+    """SGLang 0.5.23's cells across hosts (tp2_nodes, routed, pd) in one pytest run on the session's
+    testbed, one after another (SGLang's idle scheduler busy-polls a core: cells side by side on 2
+    cores starved each other), judged by the two tests below: one start of the run and one vendor
+    bundle for the three cells, not one of each per test."""
+    reports = tmp_path_factory.mktemp("sglang-across") / "reports"
+    t0 = time.monotonic()
+    with e2e_lock():
+        result = subprocess.run(
+            pytest_cmd(
+                quick_matrix,
+                "-m",
+                SGLANG_CELLS,
+                f"--hosts={inventory(ssh_lab.bed)}",
+                f"--reports={reports}",
+                "-rA",
+            ),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+    return HostsRun(result, reports, quick_matrix, time.monotonic() - t0)
+
+
+@pytest.fixture(scope="module")
+def sglang_vendor(sglang_cells, tmp_path_factory):
+    """The SGLang run packed by a vendor (no new launch): checked against the matrix it ran."""
+    from .submission_corpus.lab import lab_from_run
+
+    assert sglang_cells.result.returncode == 0, sglang_cells.result.stdout[-5000:]
+    return lab_from_run(tmp_path_factory.mktemp("vendor-sglang"), sglang_cells.reports, sglang_cells.matrix)
+
+
+def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, sglang_cells, sglang_vendor):
     """SGLang 0.5.23 itself across hosts: one server tensor-parallel over two hosts (--tp 2
     --nnodes 2, one rank per host over gloo, rendered by the Kimi cells' multinode_args path) and
-    two SGLang workers behind sglang-router. Both pass, one after the other (SGLang's idle
-    scheduler busy-polls a core: cells side by side on 2 cores starved each other), and nothing is
-    left on any host (no launcher, sglang::scheduler, sglang::detokenizer, sglang::router, lease)."""
-    reports = tmp_path / "reports"
-    docs = run_passing(bed, quick_matrix, reports, "cpu and sglang and (tp2_nodes or routed)", 2)
-    assert set(docs) == {TP2, SGLANG_ROUTED} and all(d["verdict"] == "passed" for d in docs.values())
+    two SGLang workers behind sglang-router. Both pass, as the run's third cell (pd) does, and
+    nothing is left on any host (no launcher, sglang::scheduler, sglang::detokenizer,
+    sglang::router, lease). The run packed by a vendor is accepted: rank 0's log holds every
+    request of the tp2 cell, rank 1's is a rank's; the routed cell's requests are reconciled
+    across both workers."""
+    result = sglang_cells.result
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert "3 passed" in result.stdout, result.stdout[-2000:]
+    docs = evidence(sglang_cells.reports)
+    assert set(docs) == {TP2, SGLANG_ROUTED, PD} and all(d["verdict"] == "passed" for d in docs.values())
     assert_two_host_cells(docs, {TP2: {("server", 0), ("server", 1)}, SGLANG_ROUTED: ROUTED_ROLES})
     for cell in (TP2, SGLANG_ROUTED):
         assert docs[cell]["engine"] == {"name": "sglang", "version": "sglang 0.5.23"}
@@ -495,33 +525,24 @@ def test_sglang_two_node_tp_and_routed_cells_across_ssh_hosts(bed, quick_matrix,
     router = next(x for x in docs[SGLANG_ROUTED]["recipe"]["launches"] if x["role"] == "router")
     assert "sglang_router.launch_router" in router["command"]
     assert not nothing_left(bed)
-    # the same run packed by a vendor (no new launch): rank 0's log holds every request of the tp2
-    # cell, rank 1's is a rank's; the routed cell's requests are reconciled across both workers
-    from .submission_corpus.lab import lab_from_run
-
-    (tmp_path / "vendor").mkdir()
-    vendor = lab_from_run(tmp_path / "vendor", reports, quick_matrix)
-    report = vendor.check(vendor.bundle)
-    assert report.accepted and set(report.cells) == {TP2, SGLANG_ROUTED}, "\n".join(report.lines())
+    report = sglang_vendor.check(sglang_vendor.bundle)
+    assert report.accepted and set(report.cells) == {TP2, SGLANG_ROUTED, PD}, "\n".join(report.lines())
 
 
-PD = "smollm2-135m/cpu+sglang/pd/baseline"
-PD_ROLES = {("prefill", 0), ("decode", 0), ("router", 0)}
-
-
-def test_an_sglang_prefill_decode_cell_across_ssh_hosts_and_its_vendor_bundle(bed, quick_matrix, tmp_path):
+def test_an_sglang_prefill_decode_cell_across_ssh_hosts_and_its_vendor_bundle(
+    bed, sglang_cells, sglang_vendor, tmp_path
+):
     """SGLang 0.5.23 disaggregated for real: the prefill server on one host, the decode server on
     another, the KV cache moved over TCP (mooncake_tcp), the router in front; the cell passes and
     leaves nothing. The same run packed by a vendor is accepted (each request in one prefill and
     one decode log), and one launch's log dropped, duplicated or swapped, re-signed, is not."""
     from .submission_corpus.hostile import first
-    from .submission_corpus.lab import VENDOR, lab_from_run
+    from .submission_corpus.lab import VENDOR
     from .submission_corpus.launches import FORGERIES
     from .submission_corpus.tarkit import resign, write_members
 
-    reports = tmp_path / "reports"
-    docs = run_passing(bed, quick_matrix, reports, "cpu and sglang and pd", 1)
-    assert set(docs) == {PD} and docs[PD]["verdict"] == "passed"
+    docs = evidence(sglang_cells.reports)
+    assert PD in docs and docs[PD]["verdict"] == "passed", sglang_cells.result.stdout[-5000:]
     assert_two_host_cells(docs, {PD: PD_ROLES})
     launches = docs[PD]["recipe"]["launches"]
     side = {x["role"]: x for x in launches}
@@ -531,10 +552,9 @@ def test_an_sglang_prefill_decode_cell_across_ssh_hosts_and_its_vendor_bundle(be
     assert "--pd-disaggregation" in side["router"]["command"] and side["router"]["endpoint"]
     assert not nothing_left(bed)
 
-    (tmp_path / "vendor").mkdir()
-    vendor = lab_from_run(tmp_path / "vendor", reports, quick_matrix)
+    vendor = sglang_vendor
     report = vendor.check(vendor.bundle)
-    assert report.accepted and set(report.cells) == {PD}, "\n".join(report.lines())
+    assert report.accepted and PD in report.cells, "\n".join(report.lines())
     members = vendor.members()
     ev = first(members, f"evidence/{PD.replace('/', '__')}__")
     index = {x["role"]: i for i, x in enumerate(launches)}
