@@ -338,7 +338,7 @@ def sweep_floor_check(sweep: Sweep, result: CheckResult) -> CheckResult | None:
         verdict = judge(interval, floor.bound, floor.direction) or value_verdict
         if interval is None:
             return out(verdict, said, measured, **details)
-        if verdict != value_verdict:  # said where the interval decides otherwise, as the floors do
+        if verdict != value_verdict and interval.supported:  # said where it decides otherwise, as floors do
             said += f", interval {interval.describe()}"
         details["interval"] = interval.to_json()
         if verdict == INCONCLUSIVE:
@@ -380,7 +380,8 @@ def sweep_floor_check(sweep: Sweep, result: CheckResult) -> CheckResult | None:
         said = f"{at} ({missed} missed the target)"
     value_verdict = PASSED if load is not None and load >= floor.bound else FAILED
     top = high["load"] if high["load"] is not None else float("-inf")
-    unsure = [p for p in points if at_slo(p, target) == INCONCLUSIVE and p["load"] <= top]
+    counted = [p for p in points if p.get("attainment") is not None]
+    unsure = [p for p in counted if at_slo(p, target) == INCONCLUSIVE and p["load"] <= top]
     why = f"attainment at {', '.join(p['label'] for p in unsure)} straddles the {target:.0%} target"
     hinges = (why, [p["load"] for p in unsure])
     return on(interval, value_verdict, said, hinges, load, max_load_at_slo=found)

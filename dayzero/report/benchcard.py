@@ -261,7 +261,19 @@ def points_of(doc: dict, evidence_path: str, price: Price | None) -> tuple[list[
 
 
 def _floor_summary(check: dict) -> dict:
-    return {"check": check["name"], **{k: check.get(k) for k in ("verdict", "message", "measured", "bound")}}
+    """A sweep floor's verdict, with its interval where it was judged on one (`checks.sweep`)."""
+    out = {"check": check["name"], **{k: check.get(k) for k in ("verdict", "message", "measured", "bound")}}
+    iv = (check.get("details") or {}).get("interval")
+    return out | ({"interval": iv} if iv else {})
+
+
+def _floor_interval(iv: Mapping | None) -> str:
+    """` [lo, hi] (n=N)`, or what the sample cannot support; empty in evidence without one."""
+    if not iv:
+        return ""
+    if iv.get("lo") is None or iv.get("hi") is None:
+        return f" ({iv.get('why') or 'no interval'})"
+    return f" [{iv['lo']:g}, {iv['hi']:g}] (n={iv.get('n')})"
 
 
 def build(matrix: Matrix, reports_dir: Path, price_of: Mapping[str, Price] | None = None) -> list[BenchCard]:
@@ -531,7 +543,8 @@ def _summary_lines(card: BenchCard) -> list[str]:
         if floor := s.get("floor"):
             metric = floor["check"].removeprefix("floor:").split("@", 1)[0]
             way = "<=" if metric == "decode_ratio" else ">="
-            text += f"; floor {metric} {way} {floor['bound']:g}: {floor['verdict']} ({floor['message']})"
+            text += f"; floor {metric} {way} {floor['bound']:g}{_floor_interval(floor.get('interval'))}: "
+            text += f"{floor['verdict']} ({floor['message']})"
         lines.append(text)
     return lines
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 
@@ -137,8 +137,10 @@ class CellView:
     @cached_property
     def sweep_points(self) -> tuple[SweepPoint, ...]:
         """Every sweep point whose records the evidence names: the card's loads and the searched
-        ones (which loads the search had to measure is the recomputation's business)."""
+        ones (which loads the search had to measure is the recomputation's business), each with
+        the extra repetitions an inconclusive floor added where the evidence names them."""
         named = set(self.doc.get("records", []))
+        run_id = self.doc["run"]["id"]
         out = []
         for sp in self.sweeps:
             claimed = next(
@@ -153,8 +155,12 @@ class CellView:
             }
             for load in sorted(loads):
                 point = sp.point(float(load))
-                if records.path(self.doc["run"]["id"], self.cell.id, point.phase(0)) in named:
-                    out.append(point)
+                if records.path(run_id, self.cell.id, point.phase(0)) not in named:
+                    continue
+                runs, most = point.runs, point.runs + point.protocol.extra_repetitions
+                while runs < most and records.path(run_id, self.cell.id, point.phase(runs)) in named:
+                    runs += 1
+                out.append(replace(point, repetitions=runs))
         return tuple(out)
 
     @property
