@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import html
 import json
 import urllib.parse
 from pathlib import Path
@@ -20,6 +21,7 @@ from dayzero.cli import main  # noqa: E402
 from dayzero.errors import ConfigError  # noqa: E402
 from dayzero.history import alarms  # noqa: E402
 from dayzero.history.store import open_store  # noqa: E402
+from dayzero.report.reproduction import VENDORS_WORD  # noqa: E402
 from dayzero.site import links  # noqa: E402
 from dayzero.spec.matrix import load_matrix  # noqa: E402
 
@@ -195,7 +197,7 @@ def test_vendor_submissions_say_whether_a_second_party_reproduced_them(labs):
     swept = site_pages(labs)[site.cell_href(SWEPT)]
     vendors = swept.split('<h2 id="vendors">')[1].split("</table>")[0]
     rows = vendors.split('<tr class="submission">')[1:]
-    said = {row.split("</td>")[0][4:]: row for row in rows}
+    said = {row.split("</td>")[0][4:].split(" ")[0]: row for row in rows}
     assert set(said) == {"acme", "bolt"}
     assert '<span class="reproduced">Verified (reproduced)</span>' in said["acme"]  # lab a measured the same
     assert '<span class="vendor">Verified (vendor)</span>' in said["bolt"]  # twice lab a's: its word alone
@@ -204,6 +206,46 @@ def test_vendor_submissions_say_whether_a_second_party_reproduced_them(labs):
         unjudged = site.pages(store, labs / "site")[site.cell_href(SWEPT)]
     assert unjudged.count("not judged</span> (the cell is not in this matrix)") == 2
     assert "lab-a: output_throughput" in swept and "acme: " not in swept  # vendors stay out of the series
+
+
+MARK = html.escape(f"({VENDORS_WORD})")
+
+
+def test_what_a_vendor_stated_is_marked_as_its_word_and_the_labs_own_runs_are_not(labs):
+    """Issue 42: a vendor's dates, run ids and engine version are bounded by the checker, never
+    recomputed, so every page marks them as the acceptance table does, beside whose run it is;
+    the lab's own run of the same cell (the same date and engine: the vendors copied it) stays bare."""
+    pages = site_pages(labs)
+    swept = pages[site.cell_href(SWEPT)]
+    latest = swept.split('<h2 id="latest">')[1].split("</table>")[0]
+    doc = json.loads(resolved(labs, hrefs(latest, "evidence")[0]).read_text())
+    finished, engine = doc["run"]["finished"], f"{doc['engine']['name']} {doc['engine']['version']}"
+    assert f"<td>{finished}</td>" in latest and f"<td>{engine}</td>" in latest and MARK not in latest
+    vendors = swept.split('<h2 id="vendors">')[1].split("</table>")[0].split('<tr class="submission">')[1:]
+    for row in vendors:  # whose, with its bundle; when and which engine on its word
+        assert row.split("</td>")[0] in (
+            "<td>acme (vendor, bundle 0000000000000000)",
+            "<td>bolt (vendor, bundle 0000000000000000)",
+        )
+        assert f'{finished} <span class="word">{MARK}</span>' in row
+        assert f'{engine} <span class="word">{MARK}</span>' in row
+    runs = swept.split("<h2>Latest runs</h2>")[1].split("</table>")[0]
+    lab_rows = runs.split('<tr class="lab">')[1:]
+    vendor_rows = runs.split('<tr class="vendor">')[1:]
+    assert len(lab_rows) == 1 and MARK not in lab_rows[0] and f"<td>{finished}</td>" in lab_rows[0]
+    assert len(vendor_rows) == 2 and all(r.count(MARK) == 2 for r in vendor_rows)  # finished, run id
+    assert {r.split("</td>")[1] for r in vendor_rows} == {"<td>acme (vendor)", "<td>bolt (vendor)"}
+    night = pages[f"nights/{finished[:10]}.html"].split("<h2>Runs that did not pass, and vendor runs</h2>")[1]
+    listed = night.split('<tr class="run">')[1:]
+    assert {r.split("</td>")[0] for r in listed if MARK in r} == {"<td>acme (vendor)", "<td>bolt (vendor)"}
+    assert all(MARK not in r for r in listed if "(vendor)" not in r.split("</td>")[0])
+    (failed,) = pages["nights/2026-09-19.html"].split('<tr class="run">')[1:]  # lab c's own: bare
+    assert failed.startswith("<td>lab-c</td>") and failed.endswith(
+        "<td>2026-09-19T02:05:00+00:00</td></tr></table></body></html>"
+    )
+    index = pages["index.html"]
+    assert '<th class="vendor">acme (vendor)</th>' in index and "vendor:acme" not in index
+    assert all(MARK not in p for name, p in pages.items() if name.startswith("cards/"))  # the lab's alone
 
 
 def test_a_night_says_what_is_new_persisting_and_recovered_and_which_runs_did_not_pass(labs):

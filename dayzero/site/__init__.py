@@ -5,9 +5,11 @@ Static files only (no server to run or secure; any web server or object store ho
 as __>.html` (`cell`: a stable deep link), a page per night at `nights/<YYYY-MM-DD>.html`
 (`nights`), and each lab's benchmark cards at `cards/<lab>/<model>/<kind>.html` (`cards`).
 Evidence and Allure links follow `links`; vendor runs carry their reproduction status
-(`vendors`). The store gives the runs and series; each lab's latest evidence document of a cell,
-and a vendor's, are read from where the store says they are (where they are not, the site says
-so). `pages` gathers; `write` puts them on disk.
+(`vendors`), whose they are, and what they state but the checker does not recompute (dates, run
+id, engine version) marked as the vendor's word on every page (`page.stated`). The store gives
+the runs and series; each lab's latest evidence document of a cell, and a vendor's, are read
+from where the store says they are (where they are not, the site says so). `pages` gathers;
+`write` puts them on disk.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from dayzero import atomic
 from dayzero.history import trends
+from dayzero.history.points import facts
 from dayzero.history.trends import SeriesChange
 from dayzero.report import pictures
 from dayzero.site.cards import card_href, card_page, cards, cells_of
@@ -67,10 +70,12 @@ def pages(store, out: Path | str = ".", links: Links | None = None, matrix=None)
         }
         every += found.values()
         newest = {run["lab"]: run for run in runs if not run["vendor"]}  # oldest first: the last wins
+        engines = {}
         for lab, run in newest.items():
             doc = read_doc(run["path"])
             if doc is not None:
                 latest[(lab, cell)] = (run["path"], doc)
+                engines[lab] = facts(doc)["engine"]
         sparks = {}
         for lab in {lab for lab, _ in series}:
             main = pictures.main_series(
@@ -82,11 +87,11 @@ def pages(store, out: Path | str = ".", links: Links | None = None, matrix=None)
             **{s.run["lab"]: reproduced(s) for s in vendors},
             **{lab: f"{verdict(run['verdict'])} {sparks.get(lab, '')}" for lab, run in newest.items()},
         }
-        cells[cell] = (runs, series, found, vendors)
+        cells[cell] = (runs, series, found, vendors, engines)
     made = cards(latest, matrix)
     for key, card in made.items():
         result[card_href(*key)] = card_page(card)
-    for cell, (runs, series, found, vendors) in cells.items():
+    for cell, (runs, series, found, vendors, engines) in cells.items():
         model, kind = cell.split("/")[:2]
         labs_cards = {
             lab: card_href(lab, model, kind)
@@ -102,6 +107,7 @@ def pages(store, out: Path | str = ".", links: Links | None = None, matrix=None)
             page_dir=out / "cells",
             cards=labs_cards,
             vendors=vendors,
+            engines=engines,
         )
     result["index.html"] = index_page(grid, store.labs(), sorted(by_night), sorted(made))
     words = night_words(every, sorted(by_night))

@@ -1,6 +1,7 @@
 """The site's front page: per model, its cells grouped by hardware kind against the labs that ran
-them (each entry the latest verdict and the main series' sparkline), the labs' benchmark cards of
-the model, and every night."""
+them (each entry the latest verdict and the main series' sparkline) and the vendors that
+submitted them (each entry its reproduction status, the column whose: `page.whose`), the labs'
+benchmark cards of the model, and every night."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import html
 from collections.abc import Mapping, Sequence
 
 from dayzero.site.cards import card_href
-from dayzero.site.page import cell_href, page
+from dayzero.site.page import cell_href, page, whose
 
 
 def index_page(
@@ -30,7 +31,12 @@ def index_page(
                 + "</p>"
             )
         body.append("<table><tr><th>kind</th><th>cell</th>")
-        body += [f"<th>{html.escape(lab)}</th>" for lab in labs]
+        body += [  # a vendor's column says whose: `acme (vendor)`, never a lab's name
+            f"<th>{html.escape(lab)}</th>"
+            if whose(lab) == lab
+            else f'<th class="vendor">{html.escape(whose(lab))}</th>'
+            for lab in labs
+        ]
         body.append("</tr>")
         for kind in sorted(grid[model]):
             for cell in sorted(grid[model][kind]):

@@ -1,6 +1,8 @@
 """A page per night (`nights/<YYYY-MM-DD>.html`, UTC): what is new, persisting and recovered that
 night, and its runs: a count per lab and verdict, each run that did not pass and each vendor run
-listed (a lab's 720 passing rows were most of a night page's 200 KB and said nothing).
+listed (a lab's 720 passing rows were most of a night page's 200 KB and said nothing), whose it is
+and, for a vendor's, its finished time marked as the vendor's word (the night it is on is that
+stated time's).
 
 A lab's words are its nightly's own where that night's `regressions.json` is here (the alarms
 `history.trends.judged` raised once and kept persisting, `told`); else they are said in hindsight
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 from dayzero.history import trends
 from dayzero.history.trends import SeriesChange
-from dayzero.site.page import cell_href, head, page, verdict
+from dayzero.site.page import cell_href, head, page, stated, verdict, whose
 
 WORDS = {
     "new": "Regressions that start this night",
@@ -115,11 +117,10 @@ def night_page(
         return page(f"night {night}", body, up="../")
     body.append("<table>" + head("lab", "cell", "verdict", "finished"))
     for cell, run in sorted(listed, key=lambda r: (r[1]["lab"], r[0])):
-        who = f"vendor {run['vendor']}" if run["vendor"] else run["lab"]
         body.append(
-            f'<tr class="run"><td>{html.escape(who)}</td>'
+            f'<tr class="run"><td>{html.escape(whose(run["lab"]))}</td>'
             f'<td><a href="../{cell_href(cell)}">{html.escape(cell)}</a></td>'
-            f"<td>{verdict(run['verdict'])}</td><td>{html.escape(run['finished'])}</td></tr>"
+            f"<td>{verdict(run['verdict'])}</td><td>{stated(run['finished'], bool(run['vendor']))}</td></tr>"
         )
     body.append("</table>")
     return page(f"night {night}", body, up="../")

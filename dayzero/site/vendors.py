@@ -5,6 +5,7 @@ has passed evidence of the same recipe on the same kind within the card's tolera
 (`report.reproduction.status`, the acceptance table's rule). The status needs the vendor's
 evidence document, the others' (read newest first, at most `LOOKED_AT`) and the matrix (the
 floors' directions and the tolerance): without one of them it is "not judged", and says why.
+Whose it is is its origin (the vendor and, where its evidence is here, its bundle).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from dayzero.history.points import facts
 from dayzero.report import reproduction
 
 LOOKED_AT = 30  # other parties' passed runs read for a reproduction, newest first
@@ -23,6 +25,8 @@ class Submission:
     run: Mapping  # the store's run (with its cell)
     status: str  # reproduction.VENDOR | reproduction.REPRODUCED | "not judged"
     why: str = ""  # why not judged
+    origin: str = ""  # whose (`reproduction.origin`), with its bundle where its evidence is here
+    engine: str = ""  # the engine and version it states; "" where its evidence is not here
 
 
 def submissions(
@@ -38,14 +42,19 @@ def submissions(
     out = []
     for run in sorted(newest.values(), key=lambda r: r["finished"], reverse=True):
         doc = read(run["path"])
+        # whose by the store (a bundle's kept copy says `source: dayzero`), its bundle by the document
+        said = {
+            "origin": reproduction.origin(run["vendor"], reproduction.bundle_of(doc) if doc else ""),
+            "engine": facts(doc)["engine"] if doc else "",
+        }
         if doc is None:
-            out.append(Submission(run, "not judged", f"its evidence is not here ({run['path']})"))
+            out.append(Submission(run, "not judged", f"its evidence is not here ({run['path']})", **said))
         elif not known:
-            out.append(Submission(run, "not judged", "the cell is not in this matrix"))
+            out.append(Submission(run, "not judged", "the cell is not in this matrix", **said))
         else:
             others = [r for r in reversed(runs) if r["verdict"] == "passed" and r["vendor"] != run["vendor"]]
             docs = (d for d in map(read, (r["path"] for r in others[:LOOKED_AT])) if d is not None)
-            out.append(Submission(run, reproduction.status(matrix, doc, docs)))
+            out.append(Submission(run, reproduction.status(matrix, doc, docs), **said))
     return out
 
 
