@@ -426,6 +426,9 @@ class ModelCard:
     ready_deadline: float | None = _aside(default=None)  # launch to ready, sized for the weights
     roofline: ActiveWeights | None = _aside(default=None)  # the submission checker's physics bound
     raw: Mapping[str, Any] = _aside(default_factory=dict)  # the file as written: recipe templates, digests
+    # each cell's calibrated bounds from its floors files (`spec.floorfiles`, attached by the matrix
+    # loader): cell id -> check name -> ((CPU kind, bound), ...); they win over a rule's `calibrated:`
+    calibrations: Mapping[str, Mapping[str, tuple[tuple[str, float], ...]]] = _aside(default_factory=dict)
 
     def mode(self, name: str) -> Mode:
         return self.modes[name]
@@ -498,13 +501,21 @@ def _select(card: ModelCard, rules: tuple[Rule[T], ...], cell: Cell) -> list[T]:
 def floors_for(card: ModelCard, cell: Cell) -> list[Floor]:
     """The cell's floors; a list of concurrencies is a sweep and gives one floor per point.
     A check is known by its name (nightly comparisons, the submission checker), so floors that
-    would share one are told apart by what differs: direction, output length, prompt count."""
+    would share one are told apart by what differs: direction, output length, prompt count.
+    Each floor carries the calibrated bounds of this cell's floors files (a rule covers several
+    cells; a bound measured on one holds for it alone) over its rule's `calibrated:` map."""
     floors = _select(card, card.floors, cell)
     names = [f.name for f in floors]
-    return [
+    labelled = [
         _labelled(f, [g for g in floors if g.name == f.name]) if names.count(f.name) > 1 else f
         for f in floors
     ]
+    own = card.calibrations.get(cell.id) or {}
+    return [_calibrated(f, own[f.name]) if f.name in own else f for f in labelled]
+
+
+def _calibrated(floor: Floor, bounds: tuple[tuple[str, float], ...]) -> Floor:
+    return replace(floor, calibrated=tuple(sorted((dict(floor.calibrated) | dict(bounds)).items())))
 
 
 def _labelled(floor: Floor, namesakes: list[Floor]) -> Floor:

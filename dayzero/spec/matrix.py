@@ -11,14 +11,14 @@ import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dayzero import devices
 from dayzero.devices import DeviceTool
 from dayzero.errors import ConfigError, raise_all
 from dayzero.spec import card as model_card
-from dayzero.spec import references, yamlfile
+from dayzero.spec import floorfiles, references, yamlfile
 from dayzero.spec import sweeps as sweep_spec
 from dayzero.spec.card import ModelCard, as_names, matches
 from dayzero.spec.cell import Cell
@@ -141,6 +141,11 @@ class Matrix:
             "hardware": {c.hardware: self.hardware[c.hardware].__dict__ for c in cells},
             "cards": {c.model: self.card(c).raw for c in cells},
         }
+        calibrated = {
+            c.id: self.card(c).calibrations[c.id] for c in cells if c.id in self.card(c).calibrations
+        }
+        if calibrated:  # its floors files: a cell's bounds (absent, the digest reads as before they were)
+            payload["calibrated"] = calibrated
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -356,4 +361,21 @@ def load_matrix(root: Path) -> Matrix:
         cards[data["model"]] = engine_cards[(data["model"], next(iter(variants)))]
     if not cards:
         raise ConfigError(root / MODELS_DIR, "", "no model cards (*.yaml) found")
-    return Matrix(root, hardware, cards, tuple(cells), engine_cards)
+    return _with_floors_files(Matrix(root, hardware, cards, tuple(cells), engine_cards))
+
+
+def _with_floors_files(m: Matrix) -> Matrix:
+    """The matrix with each cell's floors files' bounds on its cards (`spec.floorfiles`), read
+    against the floors the cards give each cell: a file naming another cell or check fails here."""
+    floors = {c.id: {f.name: f.direction for f in model_card.floors_for(m.card(c), c)} for c in m.cells}
+    found = floorfiles.load(m.root, floors)
+    if not found:
+        return m
+    engine_cards = {
+        (model, engine): replace(
+            card, calibrations={cell: b for cell, b in found.items() if cell.split("/")[0] == model}
+        )
+        for (model, engine), card in m.engine_cards.items()
+    }
+    cards = {model: engine_cards[(model, m.engines(model)[0])] for model in m.cards}
+    return replace(m, cards=cards, engine_cards=engine_cards)
