@@ -204,3 +204,20 @@ def test_one_labs_broken_night_is_no_gap_in_another_labs_series(tmp_path):
         series = trends.clean_series(store, CELL)
         kept = {(p.lab, p.run_id) for _, points in series.values() for p in points}
     assert ("a", night) in kept and ("b", night) not in kept
+
+
+def test_cells_already_moving_before_a_shared_change_do_not_count_as_moved_with_it(tmp_path):
+    """A harness bump every cell made, two of them drifting down in the nights before it: they
+    witness nothing of what the bump did (counted as moved, the bump was never a weak anchor and
+    an odd night at it raised an alarm: the --full bench's 6 of 12 false alarms)."""
+    rng = np.random.default_rng(7)
+    tput = 100 * (1 + 0.02 * rng.standard_normal((12, 30)))
+    tput[0, 24] -= 100 * 0.02 * 4.3  # one odd night (4.3 sigma) the night of the bump
+    tput[1:3, 10:] -= 100 * 0.02 * np.arange(1, 21)  # drifting down a sigma a night from night 10
+    harness = [{"harness": "0.2.0" if n >= 24 else "0.1.0"} for n in range(30)]
+    alone, _ = replay(list(tput[0]), harness)
+    assert [(n, a.how) for n, w, a in alone if w == "new"] == [(24, "recorded change")]
+    cells, new = _shared_change_lab(tmp_path, tput, {"harness": "0.2.0"})
+    assert [(n, a["how"]) for n, a in new if a["cell"] == cells[0]] == []
+    drifting = [(alarms.moved_with(list(tput[c]), 24, -1.0)) for c in (1, 2)]
+    assert drifting == [None, None]  # already moving: no witness either way

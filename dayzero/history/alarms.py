@@ -304,6 +304,37 @@ def _recovers(alarm: Alarm, level: float) -> bool:
     return abs(level - alarm.after) >= abs(lost) / 2 and (level - alarm.after) * lost > 0
 
 
+FLAT_Z = 2.0  # the halves of the nights before a change this far apart: the level was already moving
+COMOVE_Z = 3.0  # a series moved with a change: its tail this far from its level before
+BEFORE = 10  # nights before a change that say whether a series was flat
+
+
+def moved_with(x: Sequence[float], at: int, direction: float) -> bool | None:
+    """Whether a series (another cell's, up to tonight) moved the way `direction` says at night
+    `at`: the median of up to three nights from it COMOVE_Z of its noise from the median of the
+    nearer half of the BEFORE nights before. None (no witness) where it had fewer than MIN_LEVEL
+    nights before, or its level was already moving (the halves' medians FLAT_Z apart: a drift,
+    its own step): at a change every cell shares, such cells counted as moved with it, and a
+    harness bump that moved nothing was never a weak anchor."""
+    before = list(x[max(0, at - BEFORE) : at])
+    if len(before) < MIN_LEVEL or at >= len(x):
+        return None
+    sigma, h = changes.noise(x), len(before) // 2
+    older, near = before[:h], before[h:]
+    spread = sigma * math.sqrt(_median_variance(len(older)) + _median_variance(len(near)))
+    level = float(statistics.median(near))
+    if abs(level - float(statistics.median(older))) >= FLAT_Z * spread:
+        return None
+    w = min(3, len(x) - at)
+    now = _tail(x[: at + w], w)
+    z = (now - level) / (sigma * math.sqrt(MEDIAN_VARIANCE[w] + _median_variance(len(near))))
+    return abs(z) >= COMOVE_Z and (now - level) * direction > 0
+
+
+def _median_variance(n: int) -> float:
+    return MEDIAN_VARIANCE.get(n, math.pi / (2 * n))
+
+
 def with_comovers(alarm: Alarm, moved: Mapping[str, int]) -> Alarm:
     """The alarm's candidates with their co-movers counted (`moved`: night's finished time ->
     other cells' series of the metric that moved the same way that night), ranked again."""

@@ -219,15 +219,15 @@ def _gated(
 
 def _weak(others: Sequence[tuple], points: Sequence[SeriesPoint], night: int, direction: float) -> bool:
     """Whether every recorded change (not rotating) of the series at `night` is a weak anchor:
-    made the same night by at least `causes.SHARED_MIN` of the other cells' series, and moving
-    (the way `direction` says) fewer than `causes.MOVED_SHARE` of them."""
+    made the same night by at least `causes.SHARED_MIN` of the other cells' series that were flat
+    before it, and moving (the way `direction` says) fewer than `causes.MOVED_SHARE` of them."""
     facts = [p.facts for p in points]
     spinning = causes.rotating(facts)
     changed = {k: v for k, v in causes.changed_nights(facts).get(night, {}).items() if k not in spinning}
     day = points[night].finished[:10]
     for fact, (before, after) in changed.items():
         made = [s for s in others if _made(s[2], day, fact, before, after)]
-        if not causes.weak_anchor(len(made), _comovers(made, day, direction)):
+        if not causes.weak_anchor(*_witnesses(made, day, direction)):
             return False
     return bool(changed)
 
@@ -240,23 +240,23 @@ def _made(points: Sequence[SeriesPoint], day: str, fact: str, before: str, after
     return points[at - 1].facts.get(fact, "") == before and points[at].facts.get(fact, "") == after
 
 
-COMOVE_Z = 3.0
-
-
 def _comovers(others: Sequence[tuple], day: str, direction: float) -> int:
-    """How many of the other cells' series moved the way `direction` says on `day` (the median of
-    up to three nights from it against the ten before, in units of the series' noise)."""
-    count = 0
+    """How many of the other cells' series moved the way `direction` says on `day`."""
+    return _witnesses(others, day, direction)[1]
+
+
+def _witnesses(others: Sequence[tuple], day: str, direction: float) -> tuple[int, int]:
+    """Of the other cells' series measured on `day`: how many were flat before it (can witness
+    a move, `alarms.moved_with`) and how many of those moved the way `direction` says."""
+    flat = moved = 0
     for _, _, points in others:
         at = next((i for i, p in enumerate(points) if p.finished[:10] >= day), None)
-        if at is None or at < alarms.MIN_LEVEL or points[at].finished[:10] != day:
+        if at is None or points[at].finished[:10] != day:
             continue
-        x = [p.value for p in points]
-        w = min(3, len(x) - at)
-        level, now = sum(x[max(0, at - 10) : at]) / len(x[max(0, at - 10) : at]), alarms._tail(x[: at + w], w)
-        z = (now - level) / (changes.noise(x) * (alarms.MEDIAN_VARIANCE[w] + 1 / min(at, 10)) ** 0.5)
-        count += abs(z) >= COMOVE_Z and (now - level) * direction > 0
-    return count
+        said = alarms.moved_with([p.value for p in points], at, direction)
+        flat += said is not None
+        moved += bool(said)
+    return flat, moved
 
 
 def night(target, night_dir, cells, states: Mapping[str, dict] | None = None) -> dict:
