@@ -16,7 +16,8 @@ that rotates every night it blamed "hosts X -> Y" every time. So every fact that
    Each co-mover is worth `COMOVE_NATS` nats of fit (capped at `COMOVE_MAX` cells).
 
 Co-movement also gates: a recorded change that at least `SHARED_MIN` other cells made the same
-night, and that moved fewer than `MOVED_SHARE` of them, is a **weak anchor** (`weak_anchor`):
+night and were flat before it (`alarms.moved_with`), and that moved fewer than `MOVED_SHARE` of
+them, is a **weak anchor** (`weak_anchor`):
 tested in every cell that made it, a harmless harness or engine bump was where most false alarms
 gathered (8 of 12 in the `--full` bench); `alarms` holds such an anchor to a stricter bar.
 """
