@@ -123,3 +123,74 @@ def test_the_checker_applies_the_evidences_own_contention_marks_under_the_runs_r
     assert missed.verdict == INVALID and "host contended" in missed.message
     clean = src.contended(CheckResult(name, "performance", FAILED, "m"), ["perf-other-r0"])
     assert clean.verdict == FAILED and "contended" not in clean.details
+
+
+def other_cell(doc: dict, mode: str = "high_throughput", concurrency: int = 4) -> dict:
+    """The same run's evidence of another cell of the main job (its floors at its own concurrency)."""
+    checks = [{**c, "name": c["name"].replace("/c1", f"/c{concurrency}")} for c in doc["checks"]]
+    return {**doc, "cell": CELL.replace("low_latency", mode), "mode": mode, "checks": checks}
+
+
+def test_from_a_main_jobs_folder_takes_the_named_cells_evidence_and_the_loader_reads_the_file(
+    tmp_path, capsys
+):
+    """`--from` a whole main job's reports (several cells, each run a folder): the named cell's
+    numbers alone make its floors, written where the matrix loader picks them up for that cell;
+    a ceiling sits at the worst upper bound over the fraction, above it. A folder without the
+    cell is refused, naming the folder and the cells it holds."""
+    import shutil
+
+    from dayzero.spec.matrix import load_matrix
+
+    from .conftest import REPO
+
+    matrix = tmp_path / "matrix"
+    shutil.copytree(REPO / "matrix", matrix)
+    shutil.rmtree(matrix / "floors")
+    for i, (lo, hi, tpot) in enumerate(((55.0, 60.0, 18.0), (52.0, 57.0, 21.0)), 1):
+        doc = run_doc(f"r{i}", lo, hi, tpot)
+        evidence.write(tmp_path / f"job{i}", doc)
+        evidence.write(tmp_path / f"job{i}", other_cell(run_doc(f"r{i}", 5.0, 6.0, 900.0)))
+    argv = ["--matrix", str(matrix), "floors", "calibrate", CELL, "--from", str(tmp_path / "job1")]
+    assert main([*argv, "--from", str(tmp_path / "job2"), "--fraction", "0.5"]) == 0
+    (path,) = (matrix / "floors").glob("*/*.yaml")
+    assert path.name == f"{evidence.slug(CELL)}.amd-epyc-avx512.yaml"
+    doc = yaml.safe_load(path.read_text())
+    assert {f["check"]: f.get("min", f.get("max")) for f in doc["floors"]} == {
+        "floor:output_throughput@random-64-32/c1": 26.0,  # 0.5 x the worst lower bound, 52
+        "floor:median_tpot_ms@random-64-32/c1": 42.0,  # the worst upper bound, 21, / 0.5: above it
+    }
+    assert "/ fraction" in doc["rule"] and doc["provenance"]["runs"] == ["r1", "r2"]
+    loaded = load_matrix(matrix)
+    low, high = (loaded.cell(c) for c in (CELL, CELL.replace("low_latency", "high_throughput")))
+    from dayzero.spec.card import floors_for
+
+    assert {f.name: f.on("amd-epyc-avx512").bound for f in floors_for(loaded.card(low), low)} == {
+        "floor:output_throughput@random-64-32/c1": 26.0,
+        "floor:median_tpot_ms@random-64-32/c1": 42.0,
+    }
+    assert all(f.calibrated == () for f in floors_for(loaded.card(high), high))  # its numbers fed nothing
+    capsys.readouterr()
+    evidence.write(tmp_path / "elsewhere", other_cell(run_doc("r3", 5.0, 6.0, 900.0)))
+    assert main([*argv, "--from", str(tmp_path / "elsewhere")]) == 2
+    said = capsys.readouterr().err
+    assert (
+        str(tmp_path / "elsewhere") in said and f"no evidence of {CELL}" in said and "high_throughput" in said
+    )
+
+
+def test_a_run_contended_on_every_floor_calibrates_nothing_and_says_why(tmp_path, capsys):
+    evidence.write(tmp_path / "job", run_doc("r1", 55.0, 60.0, 18.0, contended=True))
+    out = tmp_path / "floors.yaml"
+    assert main(["floors", "calibrate", CELL, "--from", str(tmp_path / "job"), "--out", str(out)]) == 1
+    said = capsys.readouterr().out
+    assert said.count("measured on a contended host") == 2 and "r1" in said
+    assert "nothing written" in said and not out.exists()  # an earlier calibration is kept
+
+
+def test_the_help_says_the_file_is_picked_up_by_itself(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["floors", "calibrate", "--help"])
+    assert "picked up" in capsys.readouterr().out
