@@ -85,7 +85,7 @@ def live(sp: SweepPlan, answer=lambda p: stub_answer(p, capacity=10.0), extensio
         contended=lambda result, phases: result,
         say=lambda text: None,
     )
-    return {c.name: c for c in sweeps_kind.KIND.judge(sp, src)}, answers, asked
+    return {c.name: c for c in Planned(sweeps_kind.KIND, sp).judge(src)}, answers, asked
 
 
 def recomputed(sp: SweepPlan, answers: dict) -> dict:
@@ -220,7 +220,7 @@ def test_rows_without_intervals_are_judged_on_their_values_as_before():
 
 
 def test_the_card_the_allure_story_and_the_acceptance_detail_show_the_interval():
-    checks, _ = live(conc_plan(prompts=10, bound=4))
+    checks, _, _ = live(conc_plan(prompts=10, bound=4))
     doc = {
         "cell": CELL,
         "mode": "a",
@@ -232,7 +232,7 @@ def test_the_card_the_allure_story_and_the_acceptance_detail_show_the_interval()
     card = benchcard.BenchCard("m", "cpu", "M", (), (summary,))
     assert "floor max_load_at_slo >= 4 [0, 4] (n=60): inconclusive (" in benchcard._summary_lines(card)[0]
     story = intervals_text(doc)
-    assert f"{LOAD_FLOOR}: 4 [0, 4] wilson per point n=60 runs=6 -> INCONCLUSIVE (bound 4.0)" in story
+    assert f"{LOAD_FLOOR}: 4 [0, 4] wilson per point n=60 runs=6 -> INCONCLUSIVE (bound 4)" in story
     assert "max_load_at_slo 4 [0, 4] (n=60)" in interval_flags(doc)[0]
 
 
