@@ -12,19 +12,24 @@ from types import SimpleNamespace
 
 from dayzero.checks import FAILED, INCONCLUSIVE, PASSED
 from dayzero.checks.sweep import sweep_check, sweep_floor_check
+from dayzero.lab.deploy import run_client
+from dayzero.lab.transport.local import LocalTransport
 from dayzero.report import benchcard
 from dayzero.report.acceptance import interval_flags
 from dayzero.report.allure_cell import intervals_text
 from dayzero.run import records
+from dayzero.run.phases import Endpoint, Live
 from dayzero.run.plan import MeasurementPlan
 from dayzero.run.plans import Planned
 from dayzero.run.plans import sweeps as sweeps_kind
 from dayzero.run.sweeps import SweepPlan
 from dayzero.spec.card import Protocol
+from dayzero.spec.inventory import Host
 from dayzero.spec.sweeps import Slo, Sweep, SweepFloor
-from dayzero.spec.workloads import Workload
+from dayzero.spec.workloads import Workload, load_workload
 from dayzero.submission import recompute
 from dayzero.submission.cellview import CellView
+from devlab.stub import StubConfig, StubServer
 
 from .test_sweeps import rec, stub_answer
 
@@ -251,3 +256,46 @@ def test_the_checker_reads_every_extra_repetition_for_its_input_and_gaming_check
     runs = {p.load: p.runs for p in view.loads}
     assert runs == {1.0: 4, 2.0: 4, 4.0: 4, 7.0: 1, 10.0: 1, 16.0: 1}
     assert {ph for p in view.loads for ph in p.phases()} == set(answers)
+
+
+def test_the_live_runner_measures_only_the_repetitions_a_point_lacks():
+    """`run.phases.Live.sweep`, on the stub engine over the real client: a point asked for again
+    with more repetitions sends only the new ones (no second warm-up), and answers all of them."""
+    host = Host(name="local", address="127.0.0.1", hardware="cpu", transport="local")
+    workloads = Path(__file__).resolve().parent.parent / "suites" / "workloads"
+    w = load_workload(workloads, "r", {"from": "random", "isl": 8, "osl": 8})
+    sweep = Sweep(
+        "c",
+        "concurrency",
+        "r",
+        (1,),
+        {},
+        num_prompts=4,
+        slo=SLO,
+        floor=SweepFloor("max_load_at_slo", 1, "min"),
+    )
+    sp = SweepPlan(sweep, MeasurementPlan(w, 1, Protocol(repetitions=1, min_prompts=4, extra_repetitions=2)))
+    kept: dict = {}
+
+    def keep(phase, answer):
+        kept.setdefault(phase, []).append(answer)
+        return f"records/{phase}.json"
+
+    ep = Endpoint(
+        url="",
+        client=lambda spec, timeout: run_client(LocalTransport(host), spec, timeout=timeout),
+        keep=keep,
+        say=lambda line: None,
+    )
+    with StubServer(StubConfig(itl=0.002)) as stub:
+        ep.url = stub.url
+        measure, _ = Live(ep, None, None, accelerators=1).sweep(sp)
+        first = measure(sp.point(1))
+        again = measure(replace(sp.point(1), repetitions=3))
+    assert len(first) == 1 and [rel for rel, _ in again] == [
+        f"records/sweep-c-c1-r{i}.json" for i in range(3)
+    ]
+    assert {phase: len(answers) for phase, answers in kept.items()} == {
+        f"sweep-c-c1-r{i}": 1 for i in range(3)
+    }
+    assert "warmup" in kept["sweep-c-c1-r0"][0] and "warmup" not in kept["sweep-c-c1-r1"][0]
