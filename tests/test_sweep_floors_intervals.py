@@ -281,15 +281,13 @@ def test_the_live_runner_measures_only_the_repetitions_a_point_lacks():
         kept.setdefault(phase, []).append(answer)
         return f"records/{phase}.json"
 
-    ep = Endpoint(
-        url="",
-        client=lambda spec, timeout: run_client(LocalTransport(host), spec, timeout=timeout),
-        keep=keep,
-        say=lambda line: None,
-    )
+    def client(spec: dict, timeout: float) -> dict:  # the host client, run on this machine
+        return run_client(LocalTransport(host), spec, timeout=timeout)
+
     with StubServer(StubConfig(itl=0.002)) as stub:
-        ep.url = stub.url
-        measure, _ = Live(ep, None, None, accelerators=1).sweep(sp)
+        measure, _ = Live(
+            Endpoint(stub.url, client, keep, say=lambda line: None), None, None, accelerators=1
+        ).sweep(sp)
         first = measure(sp.point(1))
         again = measure(replace(sp.point(1), repetitions=3))
     assert len(first) == 1 and [rel for rel, _ in again] == [
