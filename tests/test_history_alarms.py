@@ -221,12 +221,3 @@ def test_cells_already_moving_before_a_shared_change_do_not_count_as_moved_with_
     assert [(n, a["how"]) for n, a in new if a["cell"] == cells[0]] == []
     drifting = [(alarms.moved_with(list(tput[c]), 24, -1.0)) for c in (1, 2)]
     assert drifting == [None, None]  # already moving: no witness either way
-
-
-def test_a_shared_change_is_weak_while_it_moved_no_more_cells_than_move_on_their_own():
-    """The --full bench's harness bump on night 47: 16 of 302 flat cells moved (5.3%), as many
-    as start a step or drift of their own on any night there (4.5% on the nights before)."""
-    assert not causes.weak_anchor(302, 16)  # over 5%: strong without the background
-    assert causes.weak_anchor(302, 16, background=0.045)
-    assert not causes.weak_anchor(77, 16, background=0.045)  # an engine bump that moved a fifth
-    assert causes.weak_anchor(300, 14) and not causes.weak_anchor(2, 0, background=0.045)

@@ -34,8 +34,6 @@ COMOVE_NATS = 2.0
 COMOVE_MAX = 5
 SHARED_MIN = 3  # other cells that made the same recorded change the same night
 MOVED_SHARE = 0.05  # of them moved (the same way): fewer, and the change is a weak anchor
-BACKGROUND = 5  # nights (ending three before the change) whose movers say how often cells move alone
-BACKGROUND_Z = 3.0  # movers above that rate, in binomial standard deviations, for a strong anchor
 
 
 @dataclass(frozen=True)
@@ -142,13 +140,7 @@ def ranked(found: Sequence[Candidate]) -> list[Candidate]:
     return sorted(found, key=lambda c: (c.rotating, c.score, c.fact))
 
 
-def weak_anchor(shared: int, moved: int, background: float = 0.0) -> bool:
+def weak_anchor(shared: int, moved: int) -> bool:
     """A change `shared` other cells made the same night that moved `moved` of them: weak
-    evidence for any one cell's move when many made it and almost none moved: fewer than
-    MOVED_SHARE of them, or no more than cells move on their own (`background`: the share that
-    moved on the nights before it) plus BACKGROUND_Z of its binomial spread. In a lab where a
-    few percent of the cells start a step or a drift of their own any night (the bench's: 5%),
-    a harness bump that moved nothing still "moved" that many."""
-    expected = background * shared
-    bar = max(MOVED_SHARE * shared, expected + BACKGROUND_Z * math.sqrt(expected))
-    return shared >= SHARED_MIN and moved < bar
+    evidence for any one cell's move when many made it and almost none moved."""
+    return shared >= SHARED_MIN and moved < MOVED_SHARE * shared

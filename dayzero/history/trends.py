@@ -220,24 +220,16 @@ def _gated(
 def _weak(others: Sequence[tuple], points: Sequence[SeriesPoint], night: int, direction: float) -> bool:
     """Whether every recorded change (not rotating) of the series at `night` is a weak anchor:
     made the same night by at least `causes.SHARED_MIN` of the other cells' series that were flat
-    before it, and moving (the way `direction` says) no more of them than `causes.MOVED_SHARE`,
-    or than the share of the cells that moved on their own in the nights before it."""
+    before it, and moving (the way `direction` says) fewer than `causes.MOVED_SHARE` of them."""
     facts = [p.facts for p in points]
     spinning = causes.rotating(facts)
     changed = {k: v for k, v in causes.changed_nights(facts).get(night, {}).items() if k not in spinning}
-    if not changed:
-        return False
     day = points[night].finished[:10]
-    # how often cells move on their own: on nights whose three-night windows end before it
-    earlier = [p.finished[:10] for p in points[max(0, night - causes.BACKGROUND - 2) : max(0, night - 2)]]
-    counted = [_witnesses(others, d, direction) for d in earlier]
-    flat = sum(f for f, _ in counted)
-    background = sum(m for _, m in counted) / flat if flat else 0.0
     for fact, (before, after) in changed.items():
         made = [s for s in others if _made(s[2], day, fact, before, after)]
-        if not causes.weak_anchor(*_witnesses(made, day, direction), background):
+        if not causes.weak_anchor(*_witnesses(made, day, direction)):
             return False
-    return True
+    return bool(changed)
 
 
 def _made(points: Sequence[SeriesPoint], day: str, fact: str, before: str, after: str) -> bool:
