@@ -311,7 +311,7 @@ def test_the_site_in_chromium_shows_the_grid_a_cell_and_a_night(labs, capsys):
         for name, rel, count in (
             ("grid", "index.html", "tr.cell svg.spark"),
             ("cell", site.cell_href(CELLS[0]), "h2 + svg"),
-            ("vendors", site.cell_href(SWEPT), "tr.submission"),
+            ("vendors", site.cell_href(SWEPT), "tr.submission span.word"),
             ("night", "nights/2026-09-19.html", "p.change"),
             ("card", f"cards/lab-a/{KIND}.html", "#pareto svg"),
         ):
@@ -320,9 +320,17 @@ def test_the_site_in_chromium_shows_the_grid_a_cell_and_a_night(labs, capsys):
                 f"[document.querySelectorAll({count!r}).length, document.querySelector('h1').textContent]"
             )
             browser.screenshot(out / f"{name}.png")
+            if (
+                name == "vendors"
+            ):  # as read on screen: each vendor's when and engine on its word, the lab's bare
+                said = browser.js(
+                    "[...document.querySelectorAll('tr.submission, tr.latest')].map(r => r.innerText)"
+                )
+    assert [row.count(f"({VENDORS_WORD})") for row in said] == [0, 2, 2]
+    assert "(vendor, bundle 0000000000000000)" in said[1] and "(vendor" not in said[0]
     assert seen["grid"] == [9, "dayzero results across labs"]  # the real cells ran once: no sparkline
     assert seen["cell"] == [9, CELLS[0]]  # three series in each of three labs, each drawn
-    assert seen["vendors"] == [2, SWEPT]
+    assert seen["vendors"] == [4, SWEPT]
     assert seen["night"] == [2, "night 2026-09-19"]  # lab a's in hindsight, lab b's nightly's own
     assert seen["card"][0] == 1 and "(lab-a)" in seen["card"][1]
     assert all((out / f"{name}.png").stat().st_size > 10_000 for name in seen)
