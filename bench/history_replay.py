@@ -12,11 +12,13 @@ night K on, the copied card's `vars.threads` goes from 2 to 1: llama-server deco
 and the recipe digest changes with it. Change points settle once five nights follow them, so
 ten nights with the shift at the fifth are the shortest replay that can find it.
 
-Exit 0 only when (a) no night but K exits 1 (the nightly's verdict is its history's: an unchanged
-night exits 0, and the nights after K say the regression persists without failing again),
-(b) night K exits 1 with a new alarm of output_throughput or median TPOT at night K whose first
-candidate is the recipe digest, and (c) the whole-series search finds the change point at night K,
-attributed to the recipe; else 1, saying why.
+Exit 0 only when (a) no night exits 1 but the one that raises the alarm of (b) (the nightly's
+verdict is its history's: an unchanged night exits 0, and the nights after the alarm say the
+regression persists without failing again), (b) a night from K on raises a new alarm whose
+night is K (its run K's) with the recipe digest its first candidate (raised at K where the step
+stands out of the noise, a night or more later where it needs more evidence), and (c) the
+whole-series search finds the change point at night K, attributed to the recipe; else 1, saying
+why.
 """
 
 from __future__ import annotations
@@ -154,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         for a in h.get("new", []):
             print(f"    NEW {a['message']}")
             first = (a.get("candidates") or [{}])[0]
-            if i == args.shift_at and a["run_id"] == runs[args.shift_at] and first.get("fact") == "recipe":
-                raised.append(a)
+            if i >= args.shift_at and a["run_id"] == runs[args.shift_at] and first.get("fact") == "recipe":
+                raised.append((i, a))
     summary = {
         "cell": args.cell,
         "shift_at": args.shift_at,
@@ -164,21 +166,24 @@ def main(argv: list[str] | None = None) -> int:
         "alarms": [a for r in said for a in r.get("history", {}).get("new", [])],
     }
     (out / "replay.json").write_text(json.dumps(summary, indent=2))
-    wrong = [i for i, code in enumerate(codes) if (code == 1) != (i == args.shift_at)]
+    # the night the planted step's alarm is raised exits 1 (it may wait for evidence: the alarm
+    # still names night K); every other night exits 0
+    loud = {i for i, _ in raised[:1]}
+    wrong = [i for i, code in enumerate(codes) if (code == 1) != (i in loud)]
     fails = []
     if wrong:
-        fails.append(
-            f"nights {wrong} exited {[codes[i] for i in wrong]} (only night {args.shift_at} should exit 1)"
-        )
+        exits = [codes[i] for i in wrong]
+        fails.append(f"nights {wrong} exited {exits} (only the alarm's night {sorted(loud)} should)")
     if not raised:
-        fails.append(f"no alarm raised at night {args.shift_at} with the recipe ranked first")
+        fails.append(f"no alarm of night {args.shift_at} raised with the recipe ranked first")
     if not hit:
         fails.append(
             f"no change point of {' or '.join(METRICS)} at night {args.shift_at} attributed to the recipe"
         )
     if not fails:
-        print(f"\nOK: only night {args.shift_at} exited 1, its alarm at its night with the recipe first; "
-              f"{len(hit)} change point(s) there")  # fmt: skip
+        at = raised[0][0]
+        print(f"\nOK: only night {at} exited 1, raising the alarm of night {args.shift_at} with the recipe "
+              f"first ({at - args.shift_at} night(s) late); {len(hit)} change point(s) there")  # fmt: skip
         return 0
     print("\nFAIL: " + "; ".join(fails))
     return 1
