@@ -5,13 +5,16 @@ inventory's `engine_setup` runs in it before the engine's command), so the engin
 thread the card gives it and runs at most half the time: a 2x slowdown of a CPU-bound engine.
 Half its threads is not one: llama.cpp with one thread of two measured 38.6 tok/s against a quiet
 68.7 on the 2-core AMD EPYC (memory-bound decode does not halve). cgroup v2 (`cpu.max`) or v1
-(`cpu.cfs_quota_us`), whichever the host mounts; None where neither can be written (not root).
+(`cpu.cfs_quota_us`), whichever the host mounts; where neither can be written, the launch's shell
+pins itself to half the cores (`taskset`: every thread on half the cores, a slowdown of 2x or
+more); None where that is missing too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,11 +28,13 @@ V1 = Path("/sys/fs/cgroup/cpu")
 
 @dataclass(frozen=True)
 class CpuQuota:
-    group: Path  # the cgroup's folder
+    group: Path | None  # the cgroup's folder; None: pinned to the first `cores` cores instead
     cores: float  # the quota, in cores
 
     def join(self) -> str:
         """The shell line that moves the shell running it, and so everything it starts, in."""
+        if self.group is None:
+            return f"taskset -p -c 0-{max(int(self.cores), 1) - 1} $$ >/dev/null"
         return f"echo $$ > {quote(str(self.group / 'cgroup.procs'))}"
 
 
@@ -67,7 +72,7 @@ def half_the_cpus(name: str = "dayzero-half-cpus") -> Iterator[CpuQuota | None]:
     except OSError:
         group = None
     if group is None:
-        yield None
+        yield CpuQuota(None, share) if shutil.which("taskset") else None
         return
     try:
         yield CpuQuota(group, share)
