@@ -81,7 +81,10 @@ def test_a_2x_slowdown_never_passes_a_calibrated_floor(cell_id, tmp_path):
         )
     with half_the_cpus() as quota:
         if quota is None:
-            pytest.skip("no writable cgroup cpu controller (v1 or v2) and no taskset: nothing here can halve the engine's CPU")
+            pytest.skip(
+                "no writable cgroup cpu controller (v1 or v2) and no taskset: nothing here can "
+                "halve the engine's CPU"
+            )
         inventory = yaml.safe_load((REPO / "hosts" / "local.yaml").read_text())
         host = inventory["hosts"]["local"]
         host["engine_setup"] = f"{host.get('engine_setup', '')}\n{quota.join()}"
