@@ -126,8 +126,10 @@ Measure = Callable[[SweepPoint], "Sequence[tuple[str, Mapping]] | None"]
 Metrics = Callable[[str], "Mapping | None"]
 
 
-def processes_of(p: SweepPoint, answers: Sequence[tuple[str, Mapping]]) -> int:
-    """The client processes the point's last repetition ran with (more where one saturated)."""
+def processes_of(p: MeasurementPlan, answers: Sequence[tuple[str, Mapping]]) -> int:
+    """The client processes the measurement's last repetition ran with (more where one saturated):
+    the protocol's where it fixes them, else what the recorded answers say, which is what the
+    harness reports."""
     return p.protocol.client_processes or (answers[-1][1].get("client") or {}).get("processes") or 1
 
 

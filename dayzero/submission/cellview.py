@@ -27,7 +27,7 @@ from dayzero.run.plan import (
     ToolCallPlan,
 )
 from dayzero.run.plans import Kind, Planned, Unrecomputable, accuracy, floors, speculative, sweeps, tool_calls
-from dayzero.run.sweeps import SweepPlan, SweepPoint
+from dayzero.run.sweeps import SweepPlan, SweepPoint, processes_of
 from dayzero.spec.card import Floor, ModelCard
 from dayzero.spec.goldens import Golden, load_golden
 from dayzero.spec.matrix import Cell, Matrix
@@ -221,11 +221,7 @@ class Recorded:
             if records.path(run_id, cell_id, m.phase(rep)) not in named:
                 break
             answers.append(self.view.answer(m.phase(rep)))
-        processes = m.protocol.client_processes
-        if processes is None:
-            # The run grew its client processes while saturated; the recorded answers say how
-            # many the last repetition used, which is what the harness reports.
-            processes = (answers[-1][1].get("client") or {}).get("processes") or 1
+        processes = processes_of(m, answers)  # the run grew them while saturated: as recorded
         return answers, processes, [self.view.metrics.get(rel) for rel, _ in answers]
 
     def sweep(self, sp: SweepPlan):
