@@ -184,10 +184,31 @@ def judged(
             for c in alarm.candidates
         }
         ranked = alarms.with_comovers(alarm, moved)
-        words["new"].append(ranked.to_json())
+        words["new"].append(_joined(ranked.to_json(), _same_change(ranked, states)))
         key = state_key(alarm.cell, alarm.lab, alarm.series)
         out[key] = replace(out[key], open=tuple(ranked if a == alarm else a for a in out[key].open))
     return words, out
+
+
+def _same_change(alarm: alarms.Alarm, states: Mapping[str, alarms.State]) -> dict:
+    """Where another series of the cell, in the same lab, already carries an open alarm from the
+    same first night (one change, seen in this series only tonight): that alarm's series and
+    night; the night's failure counts a change once (`report.nightly`)."""
+    for _, state in sorted(states.items()):
+        for earlier in state.open:
+            if (earlier.cell, earlier.lab, earlier.run_id) == (alarm.cell, alarm.lab, alarm.run_id) and (
+                earlier.series != alarm.series
+            ):
+                return {"series": earlier.series, "raised": earlier.raised}
+    return {}
+
+
+def _joined(said: dict, same: dict) -> dict:
+    """The alarm's words, with the change it joins named in them (every surface shows the message)."""
+    if not same:
+        return said
+    also = f"; the change {same['series']} raised on {same['raised'][:10]}: one change, not failed again"
+    return {**said, "same_change": same, "message": said["message"] + also}
 
 
 def _gated(

@@ -12,7 +12,9 @@ Layout under the nightly root (default `reports/nightly`):
 A night's **regressions** (and its exit status 1) are the alarms its history raises tonight
 (`judge_night`, `dayzero.history.alarms`): each series against the level it held since its last
 move, in units of its own noise, an alarm raised once per change, then persisting (said, not
-failed again) until a recovery names it; broken nights and invalid or contended measurements are
+failed again) until a recovery names it; a change another series of the cell raised on an
+earlier night, seen in this series only now, is said with that alarm ("same_change") and not
+failed again; broken nights and invalid or contended measurements are
 gaps. regressions.json holds them ("regressions", and "history": new, persist, recovered, and
 the state carried to the next night).
 
@@ -294,7 +296,7 @@ def judge_night(root: Path, night: Path, store, band: float = DEFAULT_BAND_PCT) 
     history = trends.night(store, night, tonight, previous_state(root, night.name))
     result = {
         "night": night.name,
-        "regressions": history.get("new", []),
+        "regressions": [a for a in history.get("new", []) if "same_change" not in a],
         "history": history,
         "previous_night": compare_nights(previous, night, band),
     }
