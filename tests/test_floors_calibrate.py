@@ -196,3 +196,136 @@ def test_the_help_says_the_file_is_picked_up_by_itself(capsys):
     with pytest.raises(SystemExit):
         main(["floors", "calibrate", "--help"])
     assert "picked up" in capsys.readouterr().out
+
+
+def test_the_floors_phase_alone_drops_every_other_phase_and_keeps_the_cells(tmp_path):
+    """The copy a calibration runs (`spec.floorsonly`): the shipped cards less sweeps, accuracy,
+    tool calls and speculative acceptance, top level and `engines:` entries; the same cells with
+    the same floors and calibrated bounds, and every runnable cell plans probes and floors alone
+    (a new plan kind read from the card shows up here as one the copy still runs)."""
+    from dayzero.run import plans
+    from dayzero.spec.card import floors_for
+    from dayzero.spec.floorsonly import NOT_FLOORS, floors_only, write_copy
+    from dayzero.spec.matrix import load_matrix
+
+    from .conftest import REPO
+
+    card = yaml.safe_load((REPO / "matrix" / "models" / "smollm2-135m.yaml").read_text())
+    before = yaml.safe_dump(card)
+    stripped = floors_only(card)
+    assert yaml.safe_dump(card) == before  # the card as it was
+    assert {"sweeps", "accuracy", "speculative", "tool_calls"} <= set(card) and not set(NOT_FLOORS) & set(
+        stripped
+    )
+    assert any(set(NOT_FLOORS) & set(e) for e in card["engines"].values())
+    assert not any(set(NOT_FLOORS) & set(e) for e in stripped["engines"].values())
+    assert {k: v for k, v in stripped.items() if k != "engines"} == {
+        k: v for k, v in card.items() if k not in (*NOT_FLOORS, "engines")
+    }
+
+    shipped, copy = load_matrix(REPO / "matrix"), load_matrix(write_copy(REPO / "matrix", tmp_path / "m"))
+    assert [c.id for c in copy.cells] == [c.id for c in shipped.cells]
+
+    def floors(m, c):
+        return [(f.name, f.bound, f.calibrated) for f in floors_for(m.card(c), c)]
+
+    assert all(floors(copy, c) == floors(shipped, c) for c in shipped.cells)
+    suites = REPO / "suites"
+    runnable = [c for c in copy.cells if c.supported and c.hardware == "cpu"]
+    kinds = {p.kind.family for c in runnable for p in plans.of(copy.card(c), c, suites)}
+    assert kinds == {"probe", "floor"}
+    assert len({p.kind.family for c in runnable for p in plans.of(shipped.card(c), c, suites)}) > 2
+
+
+def evidence_of(doc: dict, cell: str, machine: dict = EPYC) -> dict:
+    """`run_doc`'s run as the evidence of another cell of the same floors (and host machine)."""
+    host = {**doc["hosts"][0], "facts": {"cpus": 2, "machine": machine}}
+    return {**doc, "cell": cell, "engine": {"name": cell.split("+")[1].split("/")[0], "version": "v1"},
+            "hosts": [host]}  # fmt: skip
+
+
+SELECTION = "cpu and low_latency and baseline"
+LLAMA, SGLANG, VLLM = (f"smollm2-135m/cpu+{e}/low_latency/baseline" for e in ("llama.cpp", "sglang", "vllm"))
+
+
+def bare_matrix(tmp_path):
+    import shutil
+
+    from .conftest import REPO
+
+    matrix = tmp_path / "matrix"
+    shutil.copytree(REPO / "matrix", matrix)
+    shutil.rmtree(matrix / "floors")
+    return matrix
+
+
+def test_a_selection_calibrates_every_cell_found_in_the_runs_and_names_the_rest(tmp_path, capsys):
+    """`-m EXPR --from ...`: each selected cell from the folders that hold it (a folder without
+    one of them named on stderr), a file each; a selected cell measured in no run is named and
+    the exit status is 1. The single-cell form and `--out` keep their meaning."""
+    matrix = bare_matrix(tmp_path)
+    for i in (1, 2, 3):
+        evidence.write(tmp_path / f"r{i}", evidence_of(run_doc(f"r{i}", 50.0 + i, 60.0, 18.0), LLAMA))
+        if i != 2:
+            evidence.write(tmp_path / f"r{i}", evidence_of(run_doc(f"r{i}", 14.0 + i, 16.0, 70.0), SGLANG))
+    argv = ["--matrix", str(matrix), "floors", "calibrate", "-m", SELECTION, "--fraction", "0.5"]
+    assert main([*argv, *(f"--from={tmp_path / f'r{i}'}" for i in (1, 2, 3))]) == 1
+    said = capsys.readouterr()
+    assert f"{SGLANG}: measured nothing in run 2/3 ({tmp_path / 'r2'})" in said.err
+    assert f"not calibrated: {VLLM}: no evidence in any run" in said.out
+    assert "calibrated 2 of 3 cells on amd-epyc-avx512" in said.out
+    written = {p.name: yaml.safe_load(p.read_text()) for p in (matrix / "floors").glob("*/*.yaml")}
+    assert sorted(written) == [f"{evidence.slug(c)}.amd-epyc-avx512.yaml" for c in (LLAMA, SGLANG)]
+    by_cell = {d["cell"]: d for d in written.values()}
+    assert by_cell[LLAMA]["provenance"]["runs"] == ["r1", "r2", "r3"]
+    assert by_cell[SGLANG]["provenance"]["runs"] == ["r1", "r3"]
+    sglang = {f["metric"]: f.get("min", f.get("max")) for f in by_cell[SGLANG]["floors"]}
+    assert sglang == {"output_throughput": 7.5, "median_tpot_ms": 140.0}  # 0.5 x 15 (run 1); 70 / 0.5
+    assert main([*argv[:4], LLAMA, "--from", str(tmp_path / "r2"), "--out", str(tmp_path / "one.yaml")]) == 0
+    assert yaml.safe_load((tmp_path / "one.yaml").read_text())["provenance"]["runs"] == ["r2"]
+    capsys.readouterr()
+    assert main([*argv, "--from", str(tmp_path / "r1"), "--out", str(tmp_path / "two.yaml")]) == 2
+    assert "--out: <root>: names one file: expected one cell, got 3 selected" in capsys.readouterr().err
+
+
+def test_a_selection_over_hosts_of_two_cpu_kinds_writes_nothing(tmp_path, capsys):
+    matrix = bare_matrix(tmp_path)
+    evidence.write(tmp_path / "r1", evidence_of(run_doc("r1", 50.0, 60.0, 18.0), LLAMA))
+    evidence.write(tmp_path / "r1", evidence_of(run_doc("r1", 14.0, 16.0, 70.0), SGLANG, SAPPHIRE))
+    argv = ["--matrix", str(matrix), "floors", "calibrate", "-m", SELECTION, "--from", str(tmp_path / "r1")]
+    assert main(argv) == 2
+    assert "CPU kinds ['amd-epyc-avx512', 'intel-xeon-amx']" in capsys.readouterr().err
+    assert not (matrix / "floors").exists()
+
+
+def test_a_selection_that_names_nothing_runnable_is_refused_with_the_closest_name(tmp_path, capsys):
+    matrix = bare_matrix(tmp_path)
+    base = ["--matrix", str(matrix), "floors", "calibrate", "--from", str(tmp_path)]
+    assert main([*base, "-m", "cpu and lowlatency"]) == 2
+    assert "unknown marker 'lowlatency' (did you mean 'low_latency'?)" in capsys.readouterr().err
+    assert main([*base, LLAMA.replace("low_latency", "low_latncy")]) == 2
+    assert "(did you mean" in capsys.readouterr().err
+    assert main([*base, "-m", "cpu and rpc_split"]) == 2  # two hosts, the local inventory has one
+    said = capsys.readouterr().err
+    assert "left out: smollm2-135m/cpu+llama.cpp/rpc_split/baseline: needs 2 cpu hosts" in said
+    assert "selects no cell that hosts/local.yaml can run" in said
+    assert main(base) == 2
+    assert "expected a CELL or -m EXPR" in capsys.readouterr().err
+
+
+def test_the_help_and_the_docs_give_the_same_two_commands(capsys):
+    """A developer on a new CPU kind reads the procedure in --help or in docs/measurement.md: the
+    calibration and the slowdown check, the same lines in both."""
+    import pytest
+
+    from .conftest import REPO
+
+    with pytest.raises(SystemExit):
+        main(["floors", "calibrate", "--help"])
+    said = capsys.readouterr().out
+    lines = [
+        line.strip() for line in said.splitlines() if line.strip().startswith(("dayzero floors", "DAYZERO_"))
+    ]
+    assert len(lines) == 2 and "-m cpu" in lines[0] and "test_floors_slowdown_e2e" in lines[1]
+    docs = (REPO / "docs" / "measurement.md").read_text()
+    assert all(line in docs for line in lines)

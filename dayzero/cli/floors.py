@@ -1,15 +1,27 @@
-"""`dayzero floors calibrate CELL`: run a cell N times on a quiet reference host (or read the
-reports of earlier runs, a whole main job's included) and write its floors at a stated fraction
-of the measured lower bound (a ceiling: the worst upper bound over the fraction), with provenance
-(`checks.calibration`). The file, matrix/floors/<model>/<cell>.<cpu kind>.yaml, is picked up by
-the matrix loader on its own: its bounds hold for that cell on that CPU kind (`spec.floorfiles`)."""
+"""`dayzero floors calibrate`: run cells N times on a quiet reference host (or read the reports of
+earlier runs, a whole main job's included) and write each cell's floors at a stated fraction of
+the measured lower bound (a ceiling: the worst upper bound over the fraction), with provenance
+(`checks.calibration`). Each file, matrix/floors/<model>/<cell>.<cpu kind>.yaml, is picked up by
+the matrix loader on its own: its bounds hold for that cell on that CPU kind (`spec.floorfiles`).
+
+A developer on a CPU kind without floors calibrates every cpu cell with one command (about 20 min
+for 3 runs on 2 cores), then sees a 2x slowdown caught with another (about 12 min):
+
+  dayzero floors calibrate -m cpu --runs 3
+  DAYZERO_SLOWDOWN=all .venv/bin/pytest tests/test_floors_slowdown_e2e.py -s
+
+Each run is one pytest of the suites over every selected cell (so one cell's runs are spread over
+the whole calibration), on a copy of the matrix with the floors phase alone (`spec.floorsonly`),
+written under --work."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,24 +31,46 @@ from dayzero import atomic, evidence
 from dayzero.checks.calibration import DEFAULT_FRACTION, Calibration, calibrate
 from dayzero.cli.common import HOSTS
 from dayzero.errors import ConfigError
-from dayzero.spec import floorfiles
+from dayzero.run.preview import no_run
+from dayzero.spec import floorfiles, floorsonly
 from dayzero.spec.card import floors_for
-from dayzero.spec.matrix import load_matrix
+from dayzero.spec.inventory import load_inventory
+from dayzero.spec.matrix import Matrix, load_matrix
+from dayzero.spec.suggest import did_you_mean
 
-SUITE = "suites/test_cells.py::test_cell"
+SUITE = "suites/test_cells.py"
 
 
 def add(sub) -> None:
-    p = sub.add_parser("floors", help="calibrate a cell's floors from measured runs", description=__doc__)
+    p = sub.add_parser("floors", help="calibrate cells' floors from measured runs", description=__doc__)
     verbs = p.add_subparsers(dest="floors_verb", metavar="{calibrate}", required=True)
     cal = verbs.add_parser(
         "calibrate",
-        help="run a cell N times (or read runs' reports) and write floors at a fraction of the worst "
+        help="run cells N times (or read runs' reports) and write floors at a fraction of the worst "
         "run's interval bound, with provenance",
         description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cal.add_argument("cell", help="cell id, e.g. smollm2-135m/cpu+llama.cpp/low_latency/baseline")
-    cal.add_argument("--runs", type=int, default=3, help="runs of the cell, each a fresh launch (default 3)")
+    cal.add_argument(
+        "cells",
+        nargs="*",
+        metavar="CELL",
+        help="cell id(s), e.g. smollm2-135m/cpu+llama.cpp/low_latency/baseline",
+    )
+    cal.add_argument(
+        "-m",
+        dest="markers",
+        default="",
+        metavar="EXPR",
+        help="and every cell this marker expression selects, as the suites' `pytest -m` (e.g. cpu), "
+        "that is supported and that the inventory (--hosts) can run",
+    )
+    cal.add_argument(
+        "--runs",
+        type=int,
+        default=3,
+        help="runs of the selection, each a fresh launch of every cell (default 3)",
+    )
     cal.add_argument(
         "--fraction",
         type=float,
@@ -49,66 +83,93 @@ def add(sub) -> None:
         action="append",
         default=[],
         type=Path,
-        help="read the cell's evidence in these reports folders instead of running (repeatable; "
-        "a whole main job's folder, `pytest -m cpu --reports=DIR`, gives the named cell's alone)",
+        help="read the cells' evidence in these reports folders instead of running (repeatable; "
+        "a whole main job's folder, `pytest -m cpu --reports=DIR`, gives each selected cell's; a "
+        "folder holding none of the selected cells is refused)",
     )
-    cal.add_argument("--hosts", default=HOSTS, help=f"inventory for the runs (default: {HOSTS})")
+    cal.add_argument("--hosts", default=HOSTS, help=f"inventory for the runs and -m (default: {HOSTS})")
     cal.add_argument(
-        "--work", type=Path, default=Path("reports/calibration"), help="where the runs' reports go"
+        "--work",
+        type=Path,
+        default=Path("reports/calibration"),
+        help="where the runs go: <UTC stamp>/matrix (the copy with the floors phase alone) and "
+        "<stamp>/run-N (each run's reports and pytest log) (default: reports/calibration)",
     )
     cal.add_argument(
         "--out",
         type=Path,
-        help="the floors file (default: MATRIX/floors/<model>/<cell>.<cpu kind>.yaml, which the "
-        "matrix loader picks up by itself)",
+        help="the floors file, for one cell (default: MATRIX/floors/<model>/<cell>.<cpu kind>.yaml, "
+        "which the matrix loader picks up by itself)",
     )
     cal.set_defaults(func=run)
 
 
-def run_cell(args, folder: Path) -> None:
-    """One run of the cell by the suites' own test (a fresh launch), its reports in `folder`;
-    whatever it exits, its evidence is what counts (a missed floor is still a measurement)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        f"{SUITE}[{args.cell}]",
-        f"--reports={folder}",
-        f"--hosts={args.hosts}",
-        f"--matrix={args.matrix}",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-    ]
-    print(f"[floors] {' '.join(cmd)}", file=sys.stderr)
-    code = subprocess.run(cmd, check=False).returncode
-    print(f"[floors] pytest exited {code}", file=sys.stderr)
+def say(line: str) -> None:
+    print(f"[floors] {line}", file=sys.stderr, flush=True)
 
 
-def cell_docs(folder: Path, cell: str) -> list[dict]:
-    """The cell's evidence in one reports folder (a main job's holds every cell's); a folder
-    without any is refused: a run that never measured the cell calibrates nothing."""
-    found = [doc for _, doc in evidence.iter_evidence(folder)]
-    mine = [doc for doc in found if doc["cell"] == cell]
-    if not mine:
-        held = sorted({doc["cell"] for doc in found})
-        raise ConfigError(
-            folder, "evidence", f"no evidence of {cell} here (cells: {', '.join(held) or 'none'})"
-        )
-    return mine
+def selection(matrix: Matrix, args) -> list[str]:
+    """The cells to calibrate: those named, then those `-m` selects that are supported and that
+    the inventory can run (the others are named on stderr, as the suites would skip them)."""
+    if not args.cells and not args.markers:
+        raise ConfigError(Path("floors calibrate"), "", "expected a CELL or -m EXPR (e.g. -m cpu)")
+    known = {c.id for c in matrix.cells}
+    for name in args.cells:
+        if name not in known:
+            raise ConfigError(
+                matrix.root, "cell", f"no cell {name!r} in this matrix{did_you_mean(name, known)}"
+            )
+    chosen = list(dict.fromkeys(args.cells))
+    if args.markers:
+        from dayzero.plugin import markers  # pytest's own parser of -m: imported for -m alone
+
+        if problems := markers.unknown_markers(args.markers, set(matrix.marker_names)):
+            raise ConfigError(Path("-m"), "", "; ".join(problems))
+        inventory = load_inventory(Path(args.hosts), matrix.hardware)
+        for cell in markers.selected(args.markers, matrix.cells):
+            why = "unsupported" if not cell.supported else no_run(matrix, inventory, cell)
+            if why:
+                say(f"left out: {cell.id}: {why}")
+            elif cell.id not in chosen:
+                chosen.append(cell.id)
+        if not chosen:
+            raise ConfigError(Path("-m"), "", f"{args.markers!r} selects no cell that {args.hosts} can run")
+    return chosen
 
 
-def only_floors_of(result: Calibration, matrix_root: Path) -> Calibration:
+def run_suites(args, matrix: Path, folder: Path, cells: list[str]) -> None:
+    """One run of the selection by the suites' own test (a fresh launch of each cell), its
+    reports and log in `folder`; whatever it exits, its evidence is what counts (a missed floor
+    is still a measurement)."""
+    chosen = ["-m", args.markers, SUITE] if not args.cells else [f"{SUITE}::test_cell[{c}]" for c in cells]
+    cmd = [sys.executable, "-m", "pytest", *chosen, f"--reports={folder}", f"--hosts={args.hosts}"]
+    cmd += [f"--matrix={matrix}", "-p", "no:cacheprovider", "-q", "-rA"]
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "pytest.log"
+    say(f"{' '.join(cmd)} > {log}")
+    started = time.monotonic()
+    with log.open("w") as out:
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+    say(f"pytest exited {code} after {(time.monotonic() - started) / 60:.1f} min")
+
+
+def evidence_by_cell(folder: Path, cells: list[str]) -> dict[str, list[dict]]:
+    """The selected cells' evidence in one reports folder (a main job's holds every cell's)."""
+    found: dict[str, list[dict]] = {}
+    if not (folder / evidence.EVIDENCE_DIR).is_dir():
+        return found
+    for _, doc in evidence.iter_evidence(folder):
+        found.setdefault(doc["cell"], []).append(doc)
+    return found
+
+
+def only_floors_of(result: Calibration, matrix: Matrix) -> Calibration:
     """The calibration less the checks that are no floor of the cell in this matrix (a run of an
     older card): the loader would refuse a file naming them."""
-    matrix = load_matrix(matrix_root)
-    try:
-        cell = matrix.cell(result.cell)
-    except KeyError:
-        raise ConfigError(matrix_root, "cell", f"no cell {result.cell!r} in this matrix") from None
+    cell = matrix.cell(result.cell)
     known = {f.name for f in floors_for(matrix.card(cell), cell)}
     gone = [
-        f"{f.check}: not a floor of {result.cell} in {matrix_root}"
+        f"{f.check}: not a floor of {result.cell} in {matrix.root}"
         for f in result.floors
         if f.check not in known
     ]
@@ -119,41 +180,36 @@ def only_floors_of(result: Calibration, matrix_root: Path) -> Calibration:
     )
 
 
-def run(args) -> int:
-    if args.runs < 1:
-        raise ConfigError(Path("--runs"), "", f"expected at least 1 run, got {args.runs}")
+def gather(args, cells: list[str]) -> tuple[list[Path], dict[str, list[dict]]]:
+    """Every run's folder and the selected cells' evidence in them: the `--from` folders (one
+    holding none of the cells is refused), else N runs of the selection, made here."""
+    by_cell: dict[str, list[dict]] = {c: [] for c in cells}
     sources = list(args.sources)
     if not sources:
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        for i in range(args.runs):
-            folder = args.work / f"{stamp}-{i + 1}"
-            run_cell(args, folder)
-            sources.append(folder)
-    docs = sorted(
-        (doc for folder in sources for doc in cell_docs(folder, args.cell)),
-        key=lambda d: d["run"]["finished"],
-    )
-    result = only_floors_of(calibrate(args.cell, docs, args.fraction), Path(args.matrix))
-    kinds = result.provenance["cpu_kinds"]
-    if len(kinds) != 1 or kinds[0] == "unknown":
-        raise ConfigError(
-            sources[0],
-            "hosts",
-            f"the runs' hosts are of CPU kinds {kinds or ['none']}; expected one known kind "
-            "(a calibrated bound holds on the kind it was measured on)",
-        )
-    for f in result.floors:
-        print(
-            f"[floors] {f.check}: {f.direction} {f.bound:g} ({args.fraction:g} of the worst run's "
-            f"{'lower' if f.direction == 'min' else 'upper'} bound over {len(f.sides)} run(s): "
-            f"{json.dumps(list(f.sides))})"
-        )
-    for why in result.left_out:
-        print(f"[floors] left out: {why}")
-    if not result.floors:  # an earlier calibration stays as it was
-        print(f"[floors] no floor of {args.cell} could be calibrated: nothing written")
-        return 1
-    out = args.out or floorfiles.path_of(Path(args.matrix), args.cell, kinds[0])
+        work = args.work / dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        copy = floorsonly.write_copy(Path(args.matrix), work / "matrix")
+        say(f"the runs' matrix, the floors phase alone: {copy}")
+        sources = [work / f"run-{i}" for i in range(1, args.runs + 1)]
+        for i, folder in enumerate(sources, 1):
+            say(f"run {i}/{args.runs}: {len(cells)} cell(s)")
+            run_suites(args, copy, folder, cells)
+    for i, folder in enumerate(sources, 1):
+        found = evidence_by_cell(folder, cells)
+        if args.sources and not any(c in found for c in cells):
+            raise ConfigError(
+                folder,
+                "evidence",
+                f"no evidence of {' or '.join(cells)} here (cells: {', '.join(sorted(found)) or 'none'})",
+            )
+        for cell in cells:
+            by_cell[cell] += found.get(cell, [])
+            if cell not in found:
+                say(f"{cell}: measured nothing in run {i}/{len(sources)} ({folder})")
+    return sources, by_cell
+
+
+def write_floors(args, result: Calibration, docs: list[dict], kind: str) -> Path:
+    out = args.out or floorfiles.path_of(Path(args.matrix), result.cell, kind)
     document = {
         **result.to_json(),
         "rule": floorfiles.RULE,
@@ -163,7 +219,58 @@ def run(args) -> int:
     atomic.write_text(
         out,
         "# written by `dayzero floors calibrate`; the matrix loader attaches its bounds to this cell's "
-        f"floors on {kinds[0]} (dayzero/spec/floorfiles.py)\n" + yaml.safe_dump(document, sort_keys=False),
+        f"floors on {kind} (dayzero/spec/floorfiles.py)\n" + yaml.safe_dump(document, sort_keys=False),
     )
-    print(f"[floors] written: {out}")
-    return 0
+    return out
+
+
+def show(result: Calibration, fraction: float) -> None:
+    for f in result.floors:
+        print(
+            f"[floors] {f.check}: {f.direction} {f.bound:g} ({fraction:g} of the worst run's "
+            f"{'lower' if f.direction == 'min' else 'upper'} bound over {len(f.sides)} run(s): "
+            f"{json.dumps(list(f.sides))})"
+        )
+    for why in result.left_out:
+        print(f"[floors] left out: {why}")
+
+
+def run(args) -> int:
+    if args.runs < 1:
+        raise ConfigError(Path("--runs"), "", f"expected at least 1 run, got {args.runs}")
+    matrix = load_matrix(Path(args.matrix))
+    cells = selection(matrix, args)
+    if args.out and len(cells) != 1:
+        raise ConfigError(Path("--out"), "", f"names one file: expected one cell, got {len(cells)} selected")
+    sources, by_cell = gather(args, cells)
+    results = {
+        cell: only_floors_of(
+            calibrate(cell, sorted(docs, key=lambda d: d["run"]["finished"]), args.fraction), matrix
+        )
+        for cell, docs in by_cell.items()
+        if docs
+    }
+    kinds = sorted({k for r in results.values() for k in r.provenance["cpu_kinds"]})
+    if results and (len(kinds) != 1 or kinds[0] == "unknown"):  # nothing is written
+        raise ConfigError(
+            sources[0],
+            "hosts",
+            f"the runs' hosts are of CPU kinds {kinds or ['none']}; expected one known kind "
+            "(a calibrated bound holds on the kind it was measured on)",
+        )
+    missed = {cell: "no evidence in any run" for cell in cells if cell not in results}
+    for cell, result in results.items():
+        if len(cells) > 1:
+            print(f"[floors] == {cell}")
+        show(result, args.fraction)
+        if not result.floors:  # an earlier calibration stays as it was
+            print(f"[floors] no floor of {cell} could be calibrated: nothing written")
+            missed[cell] = "no floor could be calibrated"
+            continue
+        print(f"[floors] written: {write_floors(args, result, by_cell[cell], kinds[0])}")
+    if len(cells) > 1:
+        on = kinds[0] if kinds else "no CPU kind"
+        print(f"[floors] calibrated {len(cells) - len(missed)} of {len(cells)} cells on {on}")
+    for cell, why in missed.items():
+        print(f"[floors] not calibrated: {cell}: {why}")
+    return 1 if missed else 0
