@@ -329,3 +329,46 @@ def test_the_help_and_the_docs_give_the_same_two_commands(capsys):
     assert len(lines) == 2 and "-m cpu" in lines[0] and "test_floors_slowdown_e2e" in lines[1]
     docs = (REPO / "docs" / "measurement.md").read_text()
     assert all(line in docs for line in lines)
+
+
+def test_the_runs_serve_every_selected_cell_with_the_floors_phase_alone(tmp_path, monkeypatch, capsys):
+    """The run path, on the stub engine (its speed is no measurement: this is the path, not the
+    numbers): `-m MODEL --runs 2` runs both cells of a stub card twice, each run one pytest of the
+    suites on the floors-only copy (the card's sweep is never measured), and writes both files."""
+    import random
+
+    from .conftest import REPO
+    from .stub_cells import stub_card, stub_inventory, stub_matrix
+
+    card = stub_card(model="calib")
+    card["recipe"]["port"] = random.randint(20000, 29000)  # ours alone: other runs use the stub too
+    card["sweeps"] = [
+        {"name": "conc", "kind": "concurrency", "workload": "default", "points": [1], "num_prompts": 2}
+    ]
+    matrix, inventory = stub_matrix(tmp_path, card), stub_inventory(tmp_path, ttft=0.01)
+    cells = sorted(c.id for c in load(matrix).cells)
+    monkeypatch.chdir(REPO)  # the suites are the checkout's
+    argv = ["--matrix", str(matrix), "floors", "calibrate", "-m", "calib", "--runs", "2"]
+    assert main([*argv, "--hosts", str(inventory), "--work", str(tmp_path / "work")]) == 0, (
+        capsys.readouterr()
+    )
+    said = capsys.readouterr()
+    (copy,) = (tmp_path / "work").glob("*/matrix")
+    assert f"the runs' matrix, the floors phase alone: {copy}" in said.err
+    assert "run 1/2: 2 cell(s)" in said.err and "run 2/2: 2 cell(s)" in said.err
+    assert "sweeps" not in yaml.safe_load((copy / "models" / "calib.yaml").read_text())
+    runs = sorted(copy.parent.glob("run-*"))
+    docs = [doc for run in runs for _, doc in evidence.iter_evidence(run)]
+    assert len(runs) == 2 and sorted(d["cell"] for d in docs) == sorted(2 * cells)
+    assert {c["family"] for d in docs for c in d["checks"]} == {"floor"}  # no sweep point measured
+    written = {
+        p.name.split(".")[0]: yaml.safe_load(p.read_text()) for p in (matrix / "floors").rglob("*.yaml")
+    }
+    assert sorted(written) == sorted(evidence.slug(c) for c in cells)
+    assert all(len(doc["provenance"]["runs"]) == 2 for doc in written.values())  # each cell from both runs
+
+
+def load(matrix):
+    from dayzero.spec.matrix import load_matrix
+
+    return load_matrix(matrix)
