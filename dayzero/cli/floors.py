@@ -4,8 +4,9 @@ the measured lower bound (a ceiling: the worst upper bound over the fraction), w
 (`checks.calibration`). Each file, matrix/floors/<model>/<cell>.<cpu kind>.yaml, is picked up by
 the matrix loader on its own: its bounds hold for that cell on that CPU kind (`spec.floorfiles`).
 
-A developer on a CPU kind without floors calibrates every cpu cell with one command (about 20 min
-for 3 runs on 2 cores), then sees a 2x slowdown caught with another (about 12 min):
+A developer on a CPU kind without floors calibrates every cpu cell with one command on a quiet
+host (about 20 min for 3 runs on 2 cores), sees a 2x slowdown of each caught with another (about
+12 min), then commits matrix/floors/:
 
   dayzero floors calibrate -m cpu --runs 3
   DAYZERO_SLOWDOWN=all .venv/bin/pytest tests/test_floors_slowdown_e2e.py -s
@@ -62,19 +63,21 @@ def add(sub) -> None:
         dest="markers",
         default="",
         metavar="EXPR",
-        help="and every cell this marker expression selects, as the suites' `pytest -m` (e.g. cpu), "
-        "that is supported and that the inventory (--hosts) can run",
+        help="the cells this marker expression selects, as the suites' `pytest -m` does (e.g. cpu), "
+        "that are supported and that the inventory (--hosts) can run; with CELLs, those as well",
     )
     cal.add_argument(
         "--runs",
         type=int,
         default=3,
+        metavar="N",
         help="runs of the selection, each a fresh launch of every cell (default 3)",
     )
     cal.add_argument(
         "--fraction",
         type=float,
         default=DEFAULT_FRACTION,
+        metavar="F",
         help=f"the floor as this share of the worst lower bound (default {DEFAULT_FRACTION})",
     )
     cal.add_argument(
@@ -83,6 +86,7 @@ def add(sub) -> None:
         action="append",
         default=[],
         type=Path,
+        metavar="DIR",
         help="read the cells' evidence in these reports folders instead of running (repeatable; "
         "a whole main job's folder, `pytest -m cpu --reports=DIR`, gives each selected cell's; a "
         "folder holding none of the selected cells is refused)",
