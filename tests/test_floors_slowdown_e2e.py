@@ -27,6 +27,7 @@ import yaml
 from dayzero.checks.calibration import cpu_kind
 from dayzero.loadgen.client import machine
 from dayzero.spec.card import floors_for
+from dayzero.spec.floorsonly import write_copy
 from dayzero.spec.matrix import load_matrix
 
 from .conftest import REPO, run_pytest
@@ -35,7 +36,6 @@ from .cpu_quota import half_the_cpus
 pytestmark = pytest.mark.e2e
 
 DEFAULT = "smollm2-135m/cpu+sglang/low_latency/baseline"
-LEFT_OUT = ("sweeps", "accuracy", "tool_calls", "speculative")
 
 
 def calibrated_cells() -> list[str]:
@@ -54,18 +54,6 @@ def chosen_cells(asked: str) -> list[str]:
 
 
 CELLS = chosen_cells(os.environ.get("DAYZERO_SLOWDOWN", ""))
-
-
-def floors_only(matrix: Path) -> None:
-    """Leave the card's floors and what they need: nothing else measures a floor."""
-    for card in (matrix / "models").glob("*.yaml"):
-        data = yaml.safe_load(card.read_text())
-        for part in LEFT_OUT:
-            data.pop(part, None)
-        for engine in (data.get("engines") or {}).values():
-            for part in LEFT_OUT:
-                engine.pop(part, None)
-        card.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 @pytest.mark.parametrize("cell_id", CELLS)
@@ -92,9 +80,7 @@ def test_a_2x_slowdown_never_passes_a_calibrated_floor(cell_id, tmp_path):
         host["engine_setup"] = f"{host.get('engine_setup', '')}\n{quota.join()}"
         hosts = tmp_path / "half-cpus.yaml"
         hosts.write_text(yaml.safe_dump(inventory))
-        matrix = tmp_path / "matrix"
-        shutil.copytree(REPO / "matrix", matrix)
-        floors_only(matrix)
+        matrix = write_copy(REPO / "matrix", tmp_path / "matrix")  # the floors phase alone
         reports = tmp_path / "reports"
         result = run_pytest(
             f"suites/test_cells.py::test_cell[{cell_id}]",
