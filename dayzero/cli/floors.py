@@ -197,13 +197,14 @@ def gather(args, cells: list[str]) -> tuple[list[Path], dict[str, list[dict]]]:
         for i, folder in enumerate(sources, 1):
             say(f"run {i}/{args.runs}: {len(cells)} cell(s)")
             run_suites(args, copy, folder, cells)
+    what = cells[0] if len(cells) == 1 else f"any of the {len(cells)} selected cells"
     for i, folder in enumerate(sources, 1):
         found = evidence_by_cell(folder, cells)
         if args.sources and not any(c in found for c in cells):
             raise ConfigError(
                 folder,
                 "evidence",
-                f"no evidence of {' or '.join(cells)} here (cells: {', '.join(sorted(found)) or 'none'})",
+                f"no evidence of {what} here (cells: {', '.join(sorted(found)) or 'none'})",
             )
         for cell in cells:
             by_cell[cell] += found.get(cell, [])
