@@ -3,7 +3,9 @@ bootstrap of a rate over repetitions and requests, and a floor judged on the int
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 from pathlib import Path
 
 from dayzero.checks import FAILED, INCONCLUSIVE, PASSED, CheckResult
@@ -225,3 +227,46 @@ def test_the_allure_story_lists_each_figure_with_its_interval_and_contention():
     assert throughput_points({"checks": checks}) == [
         ("output_throughput w (contended)", 1.0, 42.0, (40.0, 44.0))
     ]
+
+
+def _reference_rate_interval(measured, requests, seed=41):
+    """The bootstrap as first shipped, through random.randrange: bundles signed since then carry
+    its bounds, so the fast draws must give the very same ones."""
+    rng = random.Random(seed)
+    base = [sum(c for c, _ in r) / max(sum(t for _, t in r), 1e-12) for r in requests]
+    out = []
+    for _ in range(1000):
+        values = []
+        for i in [rng.randrange(len(requests)) for _ in requests]:
+            items = [requests[i][rng.randrange(len(requests[i]))] for _ in requests[i]]
+            rate = sum(c for c, _ in items) / max(sum(t for _, t in items), 1e-12)
+            values.append(measured[i] * rate / base[i])
+        out.append(statistics.median(values))
+    out.sort()
+    return out[int(0.025 * 999)], out[math.ceil(0.975 * 999)]
+
+
+def test_the_fast_bootstrap_draws_randranges_very_stream():
+    rng = random.Random(3)
+    for runs, size in [(1, 1), (1, 16), (3, 20), (4, 33), (5, 7)]:  # 1 and powers of two included
+        requests = [
+            [(float(rng.randint(1, 64)), rng.uniform(0.1, 3.0)) for _ in range(size)] for _ in range(runs)
+        ]
+        measured = [rng.uniform(10, 100) for _ in range(runs)]
+        got = rate_interval(measured, requests)
+        assert (got.lo, got.hi) == _reference_rate_interval(measured, requests), (runs, size)
+
+
+def test_the_fast_bootstrap_of_a_mean_draws_randranges_very_stream():
+    rng = random.Random(4)
+    runs = [[rng.uniform(0, 5) for _ in range(rng.randint(1, 30))] for _ in range(3)]
+    draw, out = random.Random(41), []
+    for _ in range(1000):
+        pooled = []
+        for _ in runs:
+            items = runs[draw.randrange(len(runs))]
+            pooled += [items[draw.randrange(len(items))] for _ in items]
+        out.append(statistics.fmean(pooled))
+    out.sort()
+    got = mean_interval(runs)
+    assert (got.lo, got.hi) == (out[int(0.025 * 999)], out[math.ceil(0.975 * 999)])

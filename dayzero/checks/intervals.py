@@ -103,20 +103,33 @@ def percentile_interval(values: Sequence[float], pct: float, runs: int = 1) -> I
     return Interval(s[lo_rank - 1], s[hi_rank - 1], n, runs, "order-statistic")
 
 
+def _draws(getrandbits: Callable[[int], int], n: int, count: int) -> list[int]:
+    """`count` draws of `rng.randrange(n)` (n > 0), the very same ones: CPython's randrange(n) is
+    `_randbelow(n)`, getrandbits of n's bit length until one is below n. Without randrange's
+    argument checks per draw: the bootstrap draws millions, which were most of the submission
+    checker's time (tests/test_intervals.py holds this to randrange's stream)."""
+    k = n.bit_length()
+    out = []
+    for _ in range(count):
+        r = getrandbits(k)
+        while r >= n:
+            r = getrandbits(k)
+        out.append(r)
+    return out
+
+
 def _median_bootstrap(
-    runs: Sequence[Sequence], statistic: Callable[[int, Sequence], float | None], seed: int
+    sizes: Sequence[int], statistic: Callable[[int, list[int]], float | None], seed: int
 ) -> tuple[float, float] | None:
     """Percentile bootstrap of the median over repetitions of `statistic(run index, resampled
-    items)`: runs resampled with replacement, then the items within each."""
-    rng = random.Random(seed)
+    item indices)`: runs resampled with replacement, then the items within each."""
+    getrandbits = random.Random(seed).getrandbits
     tail = (1 - CONFIDENCE) / 2
     out = []
     for _ in range(BOOTSTRAP_RESAMPLES):
-        picked = [rng.randrange(len(runs)) for _ in runs]
         values = []
-        for i in picked:
-            items = runs[i]
-            value = statistic(i, [items[rng.randrange(len(items))] for _ in items])
+        for i in _draws(getrandbits, len(sizes), len(sizes)):
+            value = statistic(i, _draws(getrandbits, sizes[i], sizes[i]))
             if value is not None:
                 values.append(value)
         if values:
@@ -140,13 +153,16 @@ def rate_interval(
     if not requests or any(not r for r in requests) or len(measured) != len(requests):
         return Interval(None, None, n, len(requests), "bootstrap", why=f"not supported by n={n}")
     base = [sum(c for c, _ in r) / max(sum(t for _, t in r), 1e-12) for r in requests]
+    counts = [[c for c, _ in r] for r in requests]
+    seconds = [[t for _, t in r] for r in requests]
 
-    def rate(i: int, items: Sequence[tuple[float, float]]) -> float | None:
+    def rate(i: int, picked: list[int]) -> float | None:
         if not base[i]:
             return measured[i]
-        return measured[i] * (sum(c for c, _ in items) / max(sum(t for _, t in items), 1e-12)) / base[i]
+        c, t = counts[i], seconds[i]
+        return measured[i] * (sum([c[j] for j in picked]) / max(sum([t[j] for j in picked]), 1e-12)) / base[i]
 
-    bounds = _median_bootstrap(requests, rate, seed)
+    bounds = _median_bootstrap([len(r) for r in requests], rate, seed)
     if bounds is None:
         return Interval(None, None, n, len(requests), "bootstrap", why=f"not supported by n={n}")
     return Interval(bounds[0], bounds[1], n, len(requests), "bootstrap")
@@ -171,14 +187,14 @@ def mean_interval(runs: Sequence[Sequence[float]], seed: int = SEED) -> Interval
     n = sum(len(r) for r in runs)
     if not runs or any(not r for r in runs):
         return Interval(None, None, n, len(runs), "bootstrap", why=f"not supported by n={n}")
-    rng = random.Random(seed)
+    getrandbits = random.Random(seed).getrandbits
     tail = (1 - CONFIDENCE) / 2
     out = []
     for _ in range(BOOTSTRAP_RESAMPLES):
         pooled = []
         for _ in runs:
-            items = runs[rng.randrange(len(runs))]
-            pooled += [items[rng.randrange(len(items))] for _ in items]
+            items = runs[_draws(getrandbits, len(runs), 1)[0]]
+            pooled += [items[j] for j in _draws(getrandbits, len(items), len(items))]
         out.append(statistics.fmean(pooled))
     out.sort()
     lo, hi = out[int(tail * (len(out) - 1))], out[math.ceil((1 - tail) * (len(out) - 1))]
