@@ -16,6 +16,7 @@ Two methods, both reproducible bit for bit so the submission checker recomputes 
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import statistics
@@ -67,17 +68,19 @@ class Interval:
         return f"[{self.lo:g}, {self.hi:g}] ({self.confidence:.0%}, n={self.n})"
 
 
-def _binom_cdfs(n: int, p: float) -> list[float]:
-    """P(Binomial(n, p) <= k) for k = 0..n, in log space (a pooled ITL sample has thousands)."""
+@functools.lru_cache(maxsize=1024)
+def _binom_cdfs(n: int, p: float) -> tuple[float, ...]:
+    """P(Binomial(n, p) <= k) for k = 0..n, in log space (a pooled ITL sample has thousands);
+    remembered: every percentile of every figure of a sample of size n asks again."""
     if p <= 0 or p >= 1:
-        return [1.0 if p <= 0 else 0.0] * n + [1.0]
+        return (1.0 if p <= 0 else 0.0,) * n + (1.0,)
     lp, lq, total, out = math.log(p), math.log1p(-p), 0.0, []
     for k in range(n + 1):
         total += math.exp(
             math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * lp + (n - k) * lq
         )
         out.append(min(total, 1.0))
-    return out
+    return tuple(out)
 
 
 def quantile_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int | None, int | None]:
@@ -148,7 +151,15 @@ def rate_interval(
 
     A run's resampled rate is its measured rate times the resampled requests' count per second
     over the whole run's; a run without a completed request leaves the figure unsupported.
+    Remembered per process (pure): the checker recomputes a bundle's unchanged phases more than once.
     """
+    return _rate_interval(tuple(measured), tuple(tuple(map(tuple, r)) for r in requests), seed)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rate_interval(
+    measured: tuple[float, ...], requests: tuple[tuple[tuple[float, float], ...], ...], seed: int
+) -> Interval:
     n = sum(len(r) for r in requests)
     if not requests or any(not r for r in requests) or len(measured) != len(requests):
         return Interval(None, None, n, len(requests), "bootstrap", why=f"not supported by n={n}")
