@@ -7,8 +7,9 @@ can fix a matrix without reading our code; every error of a file at once, one li
 
 from __future__ import annotations
 
+import copy
 import json
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -92,12 +93,21 @@ def _duplicates(node: yaml.Node | None, parts: list) -> list[tuple[int, str, str
 
 def load(path: Path, schema_name: str) -> Any:
     """Parse and validate one file; raise ConfigError for its problems (the deepest of each), all
-    of them (`ConfigErrors`) in the order of the file's lines."""
+    of them (`ConfigErrors`) in the order of the file's lines. A text parsed and valid before is
+    not parsed again (a copy of what it gave): the submission checker reads each cell's golden
+    and card once a phase, each a YAML parse and a schema walk."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(path, "", f"cannot read: {exc.strerror}") from None
+    return copy.deepcopy(_valid(str(path), schema_name, text))
+
+
+@lru_cache(maxsize=256)
+def _valid(where: str, schema_name: str, text: str) -> Any:
+    """The data of `text`, valid against the schema (errors name `where`); raised, not kept."""
+    path = Path(where)
     try:
         data = yaml.load(text, Loader=_FAST_LOADER)
     except yaml.YAMLError:
