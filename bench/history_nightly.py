@@ -2,7 +2,7 @@
 ruptures' PELT and Apache Otava's e-divisive on the same series.
 
     flock /tmp/dayzero-e2e.lock .venv/bin/python bench/history_nightly.py [--cells 60] [--full]
-        [--sweep | --gate-sweep]
+        [--seed 41] [--sweep | --gate-sweep]
 
 The lab: `--cells` cells over `NIGHTS` nights, each with two series (output throughput, median
 TTFT), noise 1-3% of the level (Student t with 4 degrees of freedom, scaled to that standard
