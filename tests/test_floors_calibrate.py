@@ -74,8 +74,21 @@ def test_the_verb_reads_runs_and_writes_the_floors_file_with_provenance(tmp_path
         "output_throughput": 26.0,
         "median_tpot_ms": 36.0,
     }
-    assert "output_throughput" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "output_throughput" in said and "every run finished within 0.0 h" in said
     assert main(["floors", "calibrate", CELL, "--from", str(tmp_path / "none"), "--out", str(out)]) == 2
+
+
+def test_runs_of_one_stretch_are_said_so_and_runs_days_apart_are_not(tmp_path, capsys):
+    """The speed of a quiet host moves between days (docs/measurement.md): a calibration from one
+    hour says that it sampled one stretch of it."""
+    docs = [run_doc("r1", 55.0, 60.0, 18.0), run_doc("r2", 52.0, 57.0, 18.0)]
+    docs[1]["run"]["finished"] = "2026-12-08T09:00:00+00:00"  # the next day
+    for i, doc in enumerate(docs, 1):
+        evidence.write(tmp_path / f"run{i}", doc)
+    argv = ["floors", "calibrate", CELL, "--from", str(tmp_path / "run1"), "--from", str(tmp_path / "run2")]
+    assert main([*argv, "--out", str(tmp_path / "f.yaml")]) == 0
+    assert "every run finished within" not in capsys.readouterr().out
 
 
 def test_a_calibrated_bound_holds_on_its_cpu_kind_alone_live_and_in_the_checker():

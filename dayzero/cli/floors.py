@@ -240,6 +240,15 @@ def show(result: Calibration, fraction: float) -> None:
         print(f"[floors] left out: {why}")
 
 
+DAYS_APART_HOURS = 12.0  # runs closer than this sampled one stretch of the host's speed
+
+
+def runs_span_hours(docs_of_cells) -> float | None:
+    """Hours between the first and the last run that finished, over every cell's evidence."""
+    when = sorted(dt.datetime.fromisoformat(d["run"]["finished"]) for docs in docs_of_cells for d in docs)
+    return (when[-1] - when[0]).total_seconds() / 3600 if when else None
+
+
 def run(args) -> int:
     if args.runs < 1:
         raise ConfigError(Path("--runs"), "", f"expected at least 1 run, got {args.runs}")
@@ -273,6 +282,14 @@ def run(args) -> int:
             missed[cell] = "no floor could be calibrated"
             continue
         print(f"[floors] written: {write_floors(args, result, by_cell[cell], kinds[0])}")
+    span = runs_span_hours(by_cell.values())
+    if span is not None and span < DAYS_APART_HOURS:
+        print(
+            f"[floors] note: every run finished within {span:.1f} h: one stretch of the host's speed. "
+            "A host's quiet speed moves between days (the main job's lower bounds 1.2-1.6x apart on two "
+            "mornings of one machine kind, docs/measurement.md): add runs of other days (--from) "
+            "before trusting a floor to catch a 2x slowdown on a faster day"
+        )
     if len(cells) > 1:
         on = kinds[0] if kinds else "no CPU kind"
         print(f"[floors] calibrated {len(cells) - len(missed)} of {len(cells)} cells on {on}")
