@@ -153,10 +153,11 @@ def _shared_change_lab(tmp_path, tput, change):
     return cells, new
 
 
-def test_a_shared_change_that_moved_no_other_cell_needs_the_stricter_bar(tmp_path):
+@pytest.mark.parametrize("odd", [4.3, 6.5])  # sigmas: one heavy-tailed night, under and past 5
+def test_a_shared_change_that_moved_no_other_cell_is_no_anchor(tmp_path, odd):
     rng = np.random.default_rng(7)
     tput = 100 * (1 + 0.02 * rng.standard_normal((6, 30)))
-    tput[0, 24] -= 100 * 0.02 * 4.3  # one odd night (4.3 sigma) the night of a harness bump
+    tput[0, 24] -= 100 * 0.02 * odd  # one odd night the night of a harness bump
     harness = [{"harness": "0.2.0" if n >= 24 else "0.1.0"} for n in range(30)]
     alone, _ = replay(list(tput[0]), harness)  # the series alone: the bump anchors it
     assert [(n, a.how) for n, w, a in alone if w == "new"] == [(24, "recorded change")]
