@@ -19,7 +19,7 @@ Co-movement also gates: a recorded change that at least `SHARED_MIN` other cells
 night and were flat before it (`alarms.moved_with`), and that moved fewer than `MOVED_SHARE` of
 them, is a **weak anchor** (`weak_anchor`):
 tested in every cell that made it, a harmless harness or engine bump was where most false alarms
-gathered (8 of 12 in the `--full` bench); `alarms` holds such an anchor to a stricter bar.
+gathered (8 of 12 in the `--full` bench); `alarms` tests its night as if nothing changed.
 """
 
 from __future__ import annotations
