@@ -157,8 +157,8 @@ def run_suites(args, matrix: Path, folder: Path, cells: list[str]) -> None:
     say(f"pytest exited {code} after {(time.monotonic() - started) / 60:.1f} min")
 
 
-def evidence_by_cell(folder: Path, cells: list[str]) -> dict[str, list[dict]]:
-    """The selected cells' evidence in one reports folder (a main job's holds every cell's)."""
+def evidence_by_cell(folder: Path) -> dict[str, list[dict]]:
+    """Every cell's evidence in one reports folder (a main job's holds every cell's)."""
     found: dict[str, list[dict]] = {}
     if not (folder / evidence.EVIDENCE_DIR).is_dir():
         return found
@@ -199,7 +199,7 @@ def gather(args, cells: list[str]) -> tuple[list[Path], dict[str, list[dict]]]:
             run_suites(args, copy, folder, cells)
     what = cells[0] if len(cells) == 1 else f"any of the {len(cells)} selected cells"
     for i, folder in enumerate(sources, 1):
-        found = evidence_by_cell(folder, cells)
+        found = evidence_by_cell(folder)
         if args.sources and not any(c in found for c in cells):
             raise ConfigError(
                 folder,
