@@ -1,5 +1,6 @@
-"""`dayzero floors calibrate` (issue 41, item 2): floors at a stated fraction of the worst quiet
-run's interval bound, with provenance; a contended or invalid number never feeds one."""
+"""`dayzero floors calibrate` (issue 41, item 2): floors between the slowest quiet run's interval
+bound and a 2x slowdown of the fastest run, with provenance; a contended or invalid number never
+feeds one."""
 
 from __future__ import annotations
 
@@ -41,18 +42,37 @@ def run_doc(run: str, lo: float, hi: float, tpot_hi: float, *, contended: bool =
     }  # fmt: skip
 
 
-def test_the_floor_is_a_fraction_of_the_worst_runs_bound_and_contention_feeds_nothing():
+def test_the_floor_sits_between_the_slowest_run_and_the_fastest_slowed_2x_and_contention_feeds_nothing():
     docs = [
         run_doc("r1", 55.0, 60.0, 17.0),
         run_doc("r2", 50.0, 58.0, 19.0),
         run_doc("r3", 20.0, 25.0, 90.0, contended=True),
     ]
-    got = calibrate(CELL, docs, 0.6)
+    got = calibrate(CELL, docs)
     floors = {f.metric: f for f in got.floors}
-    assert floors["output_throughput"].bound == 30.0 and floors["output_throughput"].sides == (55.0, 50.0)
-    assert floors["median_tpot_ms"].bound == 31.7  # 19 / 0.6, three significant digits
+    throughput, tpot = floors["output_throughput"], floors["median_tpot_ms"]
+    # sqrt(50 x 60 / 2): the slowest lower bound, 50, and the fastest upper bound halved, 30
+    assert throughput.bound == 38.7 and throughput.sides == (55.0, 50.0)
+    assert throughput.far_sides == (60.0, 58.0)
+    assert round(throughput.quiet_margin, 2) == round(throughput.slowdown_margin, 2) == 1.29
+    # the middle of the slowest upper bound, 19, and the fastest lower doubled, 24, is 21.4: closer to
+    # the slowest run than the quiet margin, so the ceiling keeps it, 19 x 1.25
+    assert tpot.bound == 23.8 and round(tpot.quiet_margin, 2) == 1.25
+    assert round(tpot.slowdown_margin, 2) == 1.01
     assert len(got.left_out) == 2 and all("r3" in w and "contended" in w for w in got.left_out)
     assert got.provenance["cpu_kinds"] == ["amd-epyc-avx512"] and got.provenance["runs"] == ["r1", "r2", "r3"]
+
+
+def test_one_quiet_run_gives_the_old_fraction_and_runs_too_far_apart_keep_the_quiet_side():
+    """No spread: 1/sqrt(2) of the run's lower bound (a ceiling: sqrt(2) x its upper bound).
+    Quiet runs over 2/1.25 apart leave no bound that does both with that margin: the floor stays
+    1.25 below the slowest run and a 2x slowdown of the fastest would pass it, which the margin says."""
+    (one,) = [f for f in calibrate(CELL, [run_doc("r1", 50.0, 50.0, 20.0)]).floors if f.direction == "min"]
+    assert one.bound == 35.4 and round(one.slowdown_margin, 2) == 1.42
+    spread = calibrate(CELL, [run_doc("r1", 20.0, 22.0, 20.0), run_doc("r2", 50.0, 60.0, 20.0)])
+    (floor,) = [f for f in spread.floors if f.direction == "min"]
+    assert floor.bound == 16.0 and floor.quiet_margin == 1.25  # 20 / 1.25
+    assert floor.slowdown_margin < 1 and floor.to_json()["slowdown_margin"] == 0.533  # 16 / 30
 
 
 def test_cpu_kinds_tell_the_machines_apart():
@@ -66,13 +86,13 @@ def test_the_verb_reads_runs_and_writes_the_floors_file_with_provenance(tmp_path
         evidence.write(tmp_path / f"run{i}", run_doc(f"r{i}", lo, hi, 18.0))
     out = tmp_path / "floors.yaml"
     argv = ["floors", "calibrate", CELL, "--from", str(tmp_path / "run1"), "--from", str(tmp_path / "run2")]
-    assert main([*argv, "--fraction", "0.5", "--out", str(out)]) == 0
+    assert main([*argv, "--out", str(out)]) == 0
     doc = yaml.safe_load(out.read_text())
-    assert doc["cell"] == CELL and doc["fraction"] == 0.5 and doc["provenance"]["runs"] == ["r1", "r2"]
+    assert doc["cell"] == CELL and doc["slowdown"] == 2.0 and doc["provenance"]["runs"] == ["r1", "r2"]
     assert doc["provenance"]["hosts"]["local"]["machine"]["cpu"].startswith("AMD EPYC")
     assert {f["metric"]: f.get("min", f.get("max")) for f in doc["floors"]} == {
-        "output_throughput": 26.0,
-        "median_tpot_ms": 36.0,
+        "output_throughput": 39.5,  # sqrt(52 x 60 / 2)
+        "median_tpot_ms": 22.5,  # 18 x 1.25 (the middle, sqrt(18 x 2 x 12) = 20.8, is closer)
     }
     said = capsys.readouterr().out
     assert "output_throughput" in said and "every run finished within 0.0 h" in said
@@ -151,7 +171,7 @@ def test_from_a_main_jobs_folder_takes_the_named_cells_evidence_and_the_loader_r
 ):
     """`--from` a whole main job's reports (several cells, each run a folder): the named cell's
     numbers alone make its floors, written where the matrix loader picks them up for that cell;
-    a ceiling sits at the worst upper bound over the fraction, above it. A folder without the
+    a ceiling sits between the slowest upper bound and twice the fastest lower one. A folder without the
     cell is refused, naming the folder and the cells it holds."""
     import shutil
 
@@ -167,22 +187,22 @@ def test_from_a_main_jobs_folder_takes_the_named_cells_evidence_and_the_loader_r
         evidence.write(tmp_path / f"job{i}", doc)
         evidence.write(tmp_path / f"job{i}", other_cell(run_doc(f"r{i}", 5.0, 6.0, 900.0)))
     argv = ["--matrix", str(matrix), "floors", "calibrate", CELL, "--from", str(tmp_path / "job1")]
-    assert main([*argv, "--from", str(tmp_path / "job2"), "--fraction", "0.5"]) == 0
+    assert main([*argv, "--from", str(tmp_path / "job2")]) == 0
     (path,) = (matrix / "floors").glob("*/*.yaml")
     assert path.name == f"{evidence.slug(CELL)}.amd-epyc-avx512.yaml"
     doc = yaml.safe_load(path.read_text())
     assert {f["check"]: f.get("min", f.get("max")) for f in doc["floors"]} == {
-        "floor:output_throughput@random-64-32/c1": 26.0,  # 0.5 x the worst lower bound, 52
-        "floor:median_tpot_ms@random-64-32/c1": 42.0,  # the worst upper bound, 21, / 0.5: above it
+        "floor:output_throughput@random-64-32/c1": 39.5,  # sqrt(52 x 60 / 2)
+        "floor:median_tpot_ms@random-64-32/c1": 26.2,  # the worst upper bound, 21, x 1.25: above it
     }
-    assert "/ fraction" in doc["rule"] and doc["provenance"]["runs"] == ["r1", "r2"]
+    assert "geometric middle" in doc["rule"] and doc["provenance"]["runs"] == ["r1", "r2"]
     loaded = load_matrix(matrix)
     low, high = (loaded.cell(c) for c in (CELL, CELL.replace("low_latency", "high_throughput")))
     from dayzero.spec.card import floors_for
 
     assert {f.name: f.on("amd-epyc-avx512").bound for f in floors_for(loaded.card(low), low)} == {
-        "floor:output_throughput@random-64-32/c1": 26.0,
-        "floor:median_tpot_ms@random-64-32/c1": 42.0,
+        "floor:output_throughput@random-64-32/c1": 39.5,
+        "floor:median_tpot_ms@random-64-32/c1": 26.2,
     }
     assert all(f.calibrated == () for f in floors_for(loaded.card(high), high))  # its numbers fed nothing
     capsys.readouterr()
@@ -281,7 +301,7 @@ def test_a_selection_calibrates_every_cell_found_in_the_runs_and_names_the_rest(
         evidence.write(tmp_path / f"r{i}", evidence_of(run_doc(f"r{i}", 50.0 + i, 60.0, 18.0), LLAMA))
         if i != 2:
             evidence.write(tmp_path / f"r{i}", evidence_of(run_doc(f"r{i}", 14.0 + i, 16.0, 70.0), SGLANG))
-    argv = ["--matrix", str(matrix), "floors", "calibrate", "-m", SELECTION, "--fraction", "0.5"]
+    argv = ["--matrix", str(matrix), "floors", "calibrate", "-m", SELECTION]
     assert main([*argv, *(f"--from={tmp_path / f'r{i}'}" for i in (1, 2, 3))]) == 1
     said = capsys.readouterr()
     assert f"{SGLANG}: measured nothing in run 2/3 ({tmp_path / 'r2'})" in said.err
@@ -293,7 +313,7 @@ def test_a_selection_calibrates_every_cell_found_in_the_runs_and_names_the_rest(
     assert by_cell[LLAMA]["provenance"]["runs"] == ["r1", "r2", "r3"]
     assert by_cell[SGLANG]["provenance"]["runs"] == ["r1", "r3"]
     sglang = {f["metric"]: f.get("min", f.get("max")) for f in by_cell[SGLANG]["floors"]}
-    assert sglang == {"output_throughput": 7.5, "median_tpot_ms": 140.0}  # 0.5 x 15 (run 1); 70 / 0.5
+    assert sglang == {"output_throughput": 11.0, "median_tpot_ms": 87.5}  # sqrt(15 x 16 / 2); 70 x 1.25
     assert main([*argv[:4], LLAMA, "--from", str(tmp_path / "r2"), "--out", str(tmp_path / "one.yaml")]) == 0
     assert yaml.safe_load((tmp_path / "one.yaml").read_text())["provenance"]["runs"] == ["r2"]
     capsys.readouterr()

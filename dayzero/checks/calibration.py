@@ -1,26 +1,36 @@
 """Floors calibrated from measured runs, not guessed: `dayzero floors calibrate CELL` (pure core).
 
-Each of N quiet runs of a cell leaves, per floor, its figure's interval (`checks.intervals`); the
-calibrated bound is a stated fraction of the worst run's lower bound (a `min` floor; a `max`
-floor: the worst upper bound divided by the fraction), so a quiet run clears it and a slowdown of
-more than 1/fraction misses it. A run measured on a contended host, an invalid measurement or a
-figure without an interval never feeds a calibration (issue 41, item 4): it is named and left out.
-The provenance (hosts, CPU model and instruction sets or accelerators, date, runs, the fraction)
-travels with the floors.
+Each of N quiet runs of a cell leaves, per floor, its figure's interval (`checks.intervals`). A
+floor must pass the slowest quiet run and catch a 2x slowdown of the fastest one, and a host's
+quiet speed moves between days (the same 2-core machine ran the main job's engines 1.2-1.6x
+faster one morning than an hour the day before): so the bound is the geometric middle of that
+band, between the slowest run's lower bound and half the fastest run's upper bound (a ceiling:
+the slowest run's upper bound and twice the fastest run's lower bound), the same margin to both
+sides. The margin shrinks as the runs spread; below `QUIET_MARGIN` the quiet side keeps it and
+the slowdown side is short, said in the file and by the verb (a cell whose quiet runs spread
+over 2/1.25 = 1.6x has no absolute floor that does both with that margin). Runs of one stretch,
+no spread, give 1/sqrt(2) of the slowest run's lower bound, the old fixed fraction's rule.
+A run measured on a contended host, an invalid measurement or a figure without an interval
+never feeds a calibration (issue 41, item 4): it is named and left out. The provenance (hosts,
+CPU model and instruction sets or accelerators, date, runs) travels with the floors.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dayzero.checks import family_of
 
-# sqrt(0.5): the geometric middle between a quiet run (1.0) and a 2x slowdown (0.5), the same
-# margin on both sides for a host whose speed drifts between runs (its quiet lower bounds moved
-# 44-50 tok/s, 37-96 on vLLM's batched cell, within one hour on the 2-core AMD EPYC)
-DEFAULT_FRACTION = 0.7
+SLOWDOWN = 2.0  # what a calibrated floor must catch (issue 41): the engine at half its speed
+# the least a floor keeps below the slowest quiet run's lower bound (a ceiling above its upper).
+# Chosen on 63 quiet cell-runs of 2026-12-07 (the main job's 9 cells x 7 runs over 7 hours, the
+# 2-core AMD EPYC), each judged by floors calibrated from the other 6 (bench/floors_holdout.py):
+# 1.25 failed 2, both in the one run of 7 whose llama.cpp high-throughput cells ran 1.65x slower
+# than the rest (the old fixed fraction 0.7 failed one of those two), and caught 60 of 63 slowed
+# 2x, against 51; 1.1 caught all 63 and failed 5, in 4 runs; 1.3 caught 58 and failed the same 2
+QUIET_MARGIN = 1.25
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,34 @@ class Calibrated:
     bound: float
     sides: tuple[float, ...]  # each clean run's lower (min) or upper (max) bound
     medians: tuple[float, ...]
+    far_sides: tuple[float, ...] = ()  # each clean run's other bound: upper (min) or lower (max)
+
+    @property
+    def slowest(self) -> float:
+        """The slowest run's near side: its lower bound (a floor), its upper bound (a ceiling)."""
+        return min(self.sides) if self.direction == "min" else max(self.sides)
+
+    @property
+    def slowed(self) -> float:
+        """The fastest run slowed down `SLOWDOWN` times: its far side moved by that much."""
+        if self.direction == "min":
+            return max(self.far_sides or self.sides) / SLOWDOWN
+        return min(self.far_sides or self.sides) * SLOWDOWN
+
+    @property
+    def quiet_margin(self) -> float:
+        """How far the bound sits from the slowest quiet run (a ratio >= 1)."""
+        return self._past(self.slowest, self.bound)
+
+    @property
+    def slowdown_margin(self) -> float:
+        """How far the fastest run slowed 2x sits past the bound: >= 1 is caught, < 1 passes."""
+        return self._past(self.bound, self.slowed)
+
+    def _past(self, better: float, worse: float) -> float:
+        """How many times `better` is better than `worse`: higher for a floor, lower for a ceiling."""
+        high, low = (better, worse) if self.direction == "min" else (worse, better)
+        return high / low if low else math.inf
 
     def to_json(self) -> dict:
         return {
@@ -45,14 +83,16 @@ class Calibrated:
             self.direction: self.bound,
             "runs": len(self.sides),
             "interval_sides": list(self.sides),
+            "interval_far_sides": list(self.far_sides),
             "medians": list(self.medians),
+            "quiet_margin": round(self.quiet_margin, 3),
+            "slowdown_margin": round(self.slowdown_margin, 3),
         }
 
 
 @dataclass(frozen=True)
 class Calibration:
     cell: str
-    fraction: float
     floors: tuple[Calibrated, ...]
     left_out: tuple[str, ...]  # "run R: check: why" for every number that fed nothing
     provenance: dict = field(default_factory=dict)
@@ -60,7 +100,7 @@ class Calibration:
     def to_json(self) -> dict:
         return {
             "cell": self.cell,
-            "fraction": self.fraction,
+            "slowdown": SLOWDOWN,
             "provenance": self.provenance,
             "floors": [f.to_json() for f in self.floors],
             "left_out": list(self.left_out),
@@ -93,11 +133,19 @@ def _sig(value: float, digits: int = 3) -> float:
     return round(value, digits - 1 - math.floor(math.log10(abs(value))))
 
 
-def calibrate(cell: str, docs: Iterable[Mapping], fraction: float = DEFAULT_FRACTION) -> Calibration:
+def bound_between(direction: str, slowest: float, slowed: float) -> float:
+    """The bound between the slowest quiet run's near side and the fastest run slowed 2x: their
+    geometric middle, kept `QUIET_MARGIN` from the quiet side (the slowdown side is short where
+    the runs spread too far for both: `Calibrated.slowdown_margin` < 1 says so)."""
+    middle = math.sqrt(slowest * slowed)
+    if direction == "min":
+        return _sig(min(middle, slowest / QUIET_MARGIN))
+    return _sig(max(middle, slowest * QUIET_MARGIN))
+
+
+def calibrate(cell: str, docs: Iterable[Mapping]) -> Calibration:
     """The floors of `cell` from its runs' evidence documents (oldest first)."""
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction {fraction} is not in (0, 1]")
-    sides: dict[str, list[tuple[float, float]]] = {}
+    sides: dict[str, list[tuple[float, float, float]]] = {}
     shape: dict[str, tuple[str, str, int, str]] = {}
     left_out: list[str] = []
     hosts: dict[str, dict] = {}
@@ -134,26 +182,24 @@ def calibrate(cell: str, docs: Iterable[Mapping], fraction: float = DEFAULT_FRAC
                 left_out.append(f"run {run}: {c['name']}: {why}")
                 continue
             direction = d.get("direction", "min")
-            side = float(iv["lo"] if direction == "min" else iv["hi"])
-            sides.setdefault(c["name"], []).append((side, float(c.get("measured") or 0.0)))
+            near, far = (iv["lo"], iv["hi"]) if direction == "min" else (iv["hi"], iv["lo"])
+            sides.setdefault(c["name"], []).append((float(near), float(far), float(c.get("measured") or 0.0)))
             metric = c["name"].split(":", 1)[-1].split("@", 1)[0]
             shape[c["name"]] = (metric, d.get("workload", "default"), int(d.get("concurrency", 1)), direction)
     floors = []
     for name, got in sorted(sides.items()):
         metric, workload, concurrency, direction = shape[name]
-        worst = min(s for s, _ in got) if direction == "min" else max(s for s, _ in got)
-        bound = _sig(worst * fraction if direction == "min" else worst / fraction)
-        floors.append(
-            Calibrated(
-                name,
-                metric,
-                workload,
-                concurrency,
-                direction,
-                bound,
-                tuple(s for s, _ in got),
-                tuple(m for _, m in got),
-            )
+        shaped = Calibrated(
+            name,
+            metric,
+            workload,
+            concurrency,
+            direction,
+            0.0,
+            tuple(near for near, _, _ in got),
+            tuple(m for _, _, m in got),
+            tuple(far for _, far, _ in got),
         )
+        floors.append(replace(shaped, bound=bound_between(direction, shaped.slowest, shaped.slowed)))
     provenance = {"runs": runs, "hosts": hosts, "cpu_kinds": sorted({h["cpu_kind"] for h in hosts.values()})}
-    return Calibration(cell, fraction, tuple(floors), tuple(left_out), provenance)
+    return Calibration(cell, tuple(floors), tuple(left_out), provenance)

@@ -1,6 +1,6 @@
 """`dayzero floors calibrate`: run cells N times on a quiet reference host (or read the reports of
-earlier runs, a whole main job's included) and write each cell's floors at a stated fraction of
-the measured lower bound (a ceiling: the worst upper bound over the fraction), with provenance
+earlier runs, a whole main job's included) and write each cell's floors between its slowest quiet
+run and a 2x slowdown of its fastest (their geometric middle, the same margin to both), with provenance
 (`checks.calibration`). Each file, matrix/floors/<model>/<cell>.<cpu kind>.yaml, is picked up by
 the matrix loader on its own: its bounds hold for that cell on that CPU kind (`spec.floorfiles`).
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from dayzero import atomic, evidence
-from dayzero.checks.calibration import DEFAULT_FRACTION, Calibration, calibrate
+from dayzero.checks.calibration import SLOWDOWN, Calibration, calibrate
 from dayzero.cli.common import HOSTS
 from dayzero.errors import ConfigError
 from dayzero.run.preview import no_run
@@ -47,8 +46,8 @@ def add(sub) -> None:
     verbs = p.add_subparsers(dest="floors_verb", metavar="{calibrate}", required=True)
     cal = verbs.add_parser(
         "calibrate",
-        help="run cells N times (or read runs' reports) and write floors at a fraction of the worst "
-        "run's interval bound, with provenance",
+        help="run cells N times (or read runs' reports) and write floors between the slowest quiet "
+        "run and a 2x slowdown of the fastest, with provenance",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -72,13 +71,6 @@ def add(sub) -> None:
         default=3,
         metavar="N",
         help="runs of the selection, each a fresh launch of every cell (default 3)",
-    )
-    cal.add_argument(
-        "--fraction",
-        type=float,
-        default=DEFAULT_FRACTION,
-        metavar="F",
-        help=f"the floor as this share of the worst lower bound (default {DEFAULT_FRACTION})",
     )
     cal.add_argument(
         "--from",
@@ -229,15 +221,21 @@ def write_floors(args, result: Calibration, docs: list[dict], kind: str) -> Path
     return out
 
 
-def show(result: Calibration, fraction: float) -> None:
+def show(result: Calibration) -> list[str]:
+    """Each floor's bound and margins; returns the floors a 2x slowdown of the fastest run passes."""
+    short = []
     for f in result.floors:
+        near = "lower" if f.direction == "min" else "upper"
         print(
-            f"[floors] {f.check}: {f.direction} {f.bound:g} ({fraction:g} of the worst run's "
-            f"{'lower' if f.direction == 'min' else 'upper'} bound over {len(f.sides)} run(s): "
-            f"{json.dumps(list(f.sides))})"
+            f"[floors] {f.check}: {f.direction} {f.bound:g}, {f.quiet_margin:.2f}x from the slowest "
+            f"run's {near} bound {f.slowest:g}, {f.slowdown_margin:.2f}x from the fastest run slowed "
+            f"{SLOWDOWN:g}x ({f.slowed:g}) over {len(f.sides)} run(s)"
         )
+        if f.slowdown_margin < 1:
+            short.append(f.check)
     for why in result.left_out:
         print(f"[floors] left out: {why}")
+    return short
 
 
 DAYS_APART_HOURS = 12.0  # runs closer than this sampled one stretch of the host's speed
@@ -258,9 +256,7 @@ def run(args) -> int:
         raise ConfigError(Path("--out"), "", f"names one file: expected one cell, got {len(cells)} selected")
     sources, by_cell = gather(args, cells)
     results = {
-        cell: only_floors_of(
-            calibrate(cell, sorted(docs, key=lambda d: d["run"]["finished"]), args.fraction), matrix
-        )
+        cell: only_floors_of(calibrate(cell, sorted(docs, key=lambda d: d["run"]["finished"])), matrix)
         for cell, docs in by_cell.items()
         if docs
     }
@@ -276,7 +272,16 @@ def run(args) -> int:
     for cell, result in results.items():
         if len(cells) > 1:
             print(f"[floors] == {cell}")
-        show(result, args.fraction)
+        short = show(result)
+        catching = [f.check for f in result.floors if f.check not in short]
+        if short and catching:
+            print(f"[floors] a {SLOWDOWN:g}x slowdown of the fastest run is caught by {', '.join(catching)}")
+        elif short:
+            print(
+                f"[floors] warning: {cell}'s quiet runs spread too far for one bound to pass the "
+                f"slowest with its margin and catch the fastest slowed {SLOWDOWN:g}x: no floor of it "
+                "would fail such a slowdown on a day as fast as its fastest run"
+            )
         if not result.floors:  # an earlier calibration stays as it was
             print(f"[floors] no floor of {cell} could be calibrated: nothing written")
             missed[cell] = "no floor could be calibrated"

@@ -21,8 +21,10 @@ FLOORS_DIR = "floors"
 SCHEMA = "floors_file"
 # How a calibrated bound sits against the clean runs' intervals, stated in every file written.
 RULE = (
-    "min: fraction x the worst clean run's interval lower bound; "
-    "max: the worst clean run's interval upper bound / fraction (a ceiling above every quiet run)"
+    "min: the geometric middle of the slowest clean run's interval lower bound and half the fastest "
+    "one's upper bound, at most the slowest lower bound / 1.25; max: the geometric middle of the "
+    "slowest clean run's upper bound and twice the fastest one's lower bound, at least the slowest "
+    "upper bound x 1.25 (checks/calibration.py)"
 )
 
 Bounds = dict[str, tuple[tuple[str, float], ...]]  # check name -> ((cpu kind, bound), ...)
