@@ -75,6 +75,27 @@ def test_one_quiet_run_gives_the_old_fraction_and_runs_too_far_apart_keep_the_qu
     assert floor.slowdown_margin < 1 and floor.to_json()["slowdown_margin"] == 0.533  # 16 / 30
 
 
+def test_the_verb_names_the_floors_that_catch_a_slowdown_and_warns_where_none_does(tmp_path, capsys):
+    """A cell whose quiet runs spread too far for every floor: a warning; one floor still able to
+    catch a 2x slowdown of the fastest run: named, no warning."""
+    out = tmp_path / "f.yaml"
+    for name, runs in (("apart", ((20.0, 22.0), (50.0, 60.0))), ("close", ((50.0, 52.0), (52.0, 60.0)))):
+        for i, (lo, hi) in enumerate(runs, 1):
+            evidence.write(tmp_path / name / f"r{i}", run_doc(f"r{i}", lo, hi, 20.0))
+        sources = [f"--from={tmp_path / name / run}" for run in ("r1", "r2")]
+        assert main(["floors", "calibrate", CELL, "--out", str(out), *sources]) == 0
+        said = capsys.readouterr().out
+        doc = yaml.safe_load(out.read_text())
+        margins = {f["metric"]: f["slowdown_margin"] for f in doc["floors"]}
+        if name == "apart":  # 16 against 30; a ceiling of 25 against 24
+            assert margins == {"output_throughput": 0.533, "median_tpot_ms": 0.96}
+            assert "warning:" in said and "no floor of it would fail such a slowdown" in said
+        else:
+            assert margins["output_throughput"] >= 1 > margins["median_tpot_ms"]
+            assert "warning" not in said
+            assert "caught by floor:output_throughput@random-64-32/c1" in said
+
+
 def test_cpu_kinds_tell_the_machines_apart():
     assert cpu_kind(EPYC) == "amd-epyc-avx512"
     assert cpu_kind(SAPPHIRE) == "intel-xeon-amx"

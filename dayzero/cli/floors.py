@@ -291,8 +291,8 @@ def run(args) -> int:
     if span is not None and span < DAYS_APART_HOURS:
         print(
             f"[floors] note: every run finished within {span:.1f} h: one stretch of the host's speed. "
-            "A host's quiet speed moves between days (the main job's lower bounds 1.2-1.6x apart on two "
-            "mornings of one machine kind, docs/measurement.md): add runs of other days (--from) "
+            "A host's quiet speed moves between hours and days (the main job's lower bounds 1.2-1.6x "
+            "apart 4 hours apart on one machine, docs/measurement.md): add runs of other days (--from) "
             "before trusting a floor to catch a 2x slowdown on a faster day"
         )
     if len(cells) > 1:
