@@ -2,8 +2,8 @@
 
 Each of N quiet runs of a cell leaves, per floor, its figure's interval (`checks.intervals`). A
 floor must pass the slowest quiet run and catch a 2x slowdown of the fastest one, and a host's
-quiet speed moves between days (the same 2-core machine ran the main job's engines 1.2-1.6x
-faster one morning than an hour the day before): so the bound is the geometric middle of that
+quiet speed moves between hours and days (the same 2-core machine ran the main job's engines
+1.2-1.6x faster at 08:00 than at 04:30 one day): so the bound is the geometric middle of that
 band, between the slowest run's lower bound and half the fastest run's upper bound (a ceiling:
 the slowest run's upper bound and twice the fastest run's lower bound), the same margin to both
 sides. The margin shrinks as the runs spread; below `QUIET_MARGIN` the quiet side keeps it and
