@@ -92,6 +92,8 @@ def test_the_verb_names_the_floors_that_catch_a_slowdown_and_warns_where_none_do
             assert "warning:" in said and "no floor of it would fail such a slowdown" in said
         else:
             assert margins["output_throughput"] >= 1 > margins["median_tpot_ms"]
+            # the ceiling the throughput floor covers for sits sqrt(2) above the slowest run, 20
+            assert {f["metric"]: f.get("max") for f in doc["floors"]}["median_tpot_ms"] == 28.3
             assert "warning" not in said
             assert "caught by floor:output_throughput@random-64-32/c1" in said
 
@@ -214,7 +216,9 @@ def test_from_a_main_jobs_folder_takes_the_named_cells_evidence_and_the_loader_r
     doc = yaml.safe_load(path.read_text())
     assert {f["check"]: f.get("min", f.get("max")) for f in doc["floors"]} == {
         "floor:output_throughput@random-64-32/c1": 39.5,  # sqrt(52 x 60 / 2)
-        "floor:median_tpot_ms@random-64-32/c1": 26.2,  # the worst upper bound, 21, x 1.25: above it
+        # the worst upper bound, 21, x sqrt(2): x 1.25 would not catch the fastest run slowed 2x
+        # (24 ms) either, and the throughput floor does
+        "floor:median_tpot_ms@random-64-32/c1": 29.7,
     }
     assert "geometric middle" in doc["rule"] and doc["provenance"]["runs"] == ["r1", "r2"]
     loaded = load_matrix(matrix)
@@ -223,7 +227,7 @@ def test_from_a_main_jobs_folder_takes_the_named_cells_evidence_and_the_loader_r
 
     assert {f.name: f.on("amd-epyc-avx512").bound for f in floors_for(loaded.card(low), low)} == {
         "floor:output_throughput@random-64-32/c1": 39.5,
-        "floor:median_tpot_ms@random-64-32/c1": 26.2,
+        "floor:median_tpot_ms@random-64-32/c1": 29.7,
     }
     assert all(f.calibrated == () for f in floors_for(loaded.card(high), high))  # its numbers fed nothing
     capsys.readouterr()
@@ -334,7 +338,7 @@ def test_a_selection_calibrates_every_cell_found_in_the_runs_and_names_the_rest(
     assert by_cell[LLAMA]["provenance"]["runs"] == ["r1", "r2", "r3"]
     assert by_cell[SGLANG]["provenance"]["runs"] == ["r1", "r3"]
     sglang = {f["metric"]: f.get("min", f.get("max")) for f in by_cell[SGLANG]["floors"]}
-    assert sglang == {"output_throughput": 11.0, "median_tpot_ms": 87.5}  # sqrt(15 x 16 / 2); 70 x 1.25
+    assert sglang == {"output_throughput": 11.0, "median_tpot_ms": 99.0}  # sqrt(15 x 16 / 2); 70 x sqrt(2)
     assert main([*argv[:4], LLAMA, "--from", str(tmp_path / "r2"), "--out", str(tmp_path / "one.yaml")]) == 0
     assert yaml.safe_load((tmp_path / "one.yaml").read_text())["provenance"]["runs"] == ["r2"]
     capsys.readouterr()

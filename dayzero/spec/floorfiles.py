@@ -24,7 +24,8 @@ RULE = (
     "min: the geometric middle of the slowest clean run's interval lower bound and half the fastest "
     "one's upper bound, at most the slowest lower bound / 1.25; max: the geometric middle of the "
     "slowest clean run's upper bound and twice the fastest one's lower bound, at least the slowest "
-    "upper bound x 1.25 (checks/calibration.py)"
+    "upper bound x 1.25; a floor that cannot catch the fastest run slowed 2x while another of the "
+    "cell's can: sqrt(2) from the slowest run (checks/calibration.py)"
 )
 
 Bounds = dict[str, tuple[tuple[str, float], ...]]  # check name -> ((cpu kind, bound), ...)
