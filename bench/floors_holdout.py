@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 from pathlib import Path
 from unittest import mock
@@ -27,15 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dayzero.checks import calibration  # noqa: E402
 from dayzero.checks.calibration import calibrate  # noqa: E402
+from dayzero.cli import floors as floors_cli  # noqa: E402
 
 
 def evidence_by_cell(folders: list[Path]) -> dict[str, list[dict]]:
+    """Each cell's evidence over the folders, as `dayzero floors calibrate --from` reads them."""
     out: dict[str, list[dict]] = collections.defaultdict(list)
     for folder in folders:
-        for path in sorted((folder / "evidence").glob("*.json")):
-            doc = json.loads(path.read_text())
-            if doc.get("hardware") == "cpu":
-                out[doc["cell"]].append(doc)
+        for cell, docs in floors_cli.evidence_by_cell(folder).items():
+            out[cell] += docs
     return out
 
 

@@ -50,7 +50,7 @@ class Calibrated:
     bound: float
     sides: tuple[float, ...]  # each clean run's lower (min) or upper (max) bound
     medians: tuple[float, ...]
-    far_sides: tuple[float, ...] = ()  # each clean run's other bound: upper (min) or lower (max)
+    far_sides: tuple[float, ...]  # each clean run's other bound: upper (min) or lower (max)
 
     @property
     def slowest(self) -> float:
@@ -61,8 +61,8 @@ class Calibrated:
     def slowed(self) -> float:
         """The fastest run slowed down `SLOWDOWN` times: its far side moved by that much."""
         if self.direction == "min":
-            return max(self.far_sides or self.sides) / SLOWDOWN
-        return min(self.far_sides or self.sides) * SLOWDOWN
+            return max(self.far_sides) / SLOWDOWN
+        return min(self.far_sides) * SLOWDOWN
 
     @property
     def quiet_margin(self) -> float:
