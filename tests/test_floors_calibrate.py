@@ -1,9 +1,10 @@
-"""`dayzero floors calibrate` (issue 41, item 2): floors between the slowest quiet run's interval
-bound and a 2x slowdown of the fastest run, with provenance; a contended or invalid number never
-feeds one."""
+"""`dayzero floors calibrate` (issue 41, item 2): floors at a stated fraction of the slowest quiet
+run's interval bound, each with how far a 2x slowdown of the fastest run sits past it, with
+provenance; a contended or invalid number never feeds one."""
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from dayzero import evidence
@@ -42,7 +43,7 @@ def run_doc(run: str, lo: float, hi: float, tpot_hi: float, *, contended: bool =
     }  # fmt: skip
 
 
-def test_the_floor_sits_between_the_slowest_run_and_the_fastest_slowed_2x_and_contention_feeds_nothing():
+def test_the_floor_is_a_fraction_of_the_slowest_run_with_its_margins_and_contention_feeds_nothing():
     docs = [
         run_doc("r1", 55.0, 60.0, 17.0),
         run_doc("r2", 50.0, 58.0, 19.0),
@@ -51,28 +52,33 @@ def test_the_floor_sits_between_the_slowest_run_and_the_fastest_slowed_2x_and_co
     got = calibrate(CELL, docs)
     floors = {f.metric: f for f in got.floors}
     throughput, tpot = floors["output_throughput"], floors["median_tpot_ms"]
-    # sqrt(50 x 60 / 2): the slowest lower bound, 50, and the fastest upper bound halved, 30
-    assert throughput.bound == 38.7 and throughput.sides == (55.0, 50.0)
-    assert throughput.far_sides == (60.0, 58.0)
-    assert round(throughput.quiet_margin, 2) == round(throughput.slowdown_margin, 2) == 1.29
-    # the middle of the slowest upper bound, 19, and the fastest lower doubled, 24, is 21.4: closer to
-    # the slowest run than the quiet margin, so the ceiling keeps it, 19 x 1.25
-    assert tpot.bound == 23.8 and round(tpot.quiet_margin, 2) == 1.25
-    assert round(tpot.slowdown_margin, 2) == 1.01
+    # 0.7 of the slowest lower bound, 50 (the contended run's 20 fed nothing)
+    assert throughput.bound == 35.0 and throughput.sides == (55.0, 50.0)
+    assert throughput.far_sides == (60.0, 58.0) and round(throughput.quiet_margin, 2) == 1.43
+    assert round(throughput.slowdown_margin, 2) == 1.17  # the fastest upper bound halved, 30
+    # a ceiling: the slowest upper bound, 19, over 0.7; twice the fastest lower bound, 24, is under it
+    assert tpot.bound == 27.1 and round(tpot.slowdown_margin, 2) == 0.89
     assert len(got.left_out) == 2 and all("r3" in w and "contended" in w for w in got.left_out)
     assert got.provenance["cpu_kinds"] == ["amd-epyc-avx512"] and got.provenance["runs"] == ["r1", "r2", "r3"]
+    assert got.fraction == 0.7 and got.to_json()["fraction"] == 0.7
 
 
-def test_one_quiet_run_gives_the_old_fraction_and_runs_too_far_apart_keep_the_quiet_side():
-    """No spread: 1/sqrt(2) of the run's lower bound (a ceiling: sqrt(2) x its upper bound).
-    Quiet runs over 2/1.25 apart leave no bound that does both with that margin: the floor stays
-    1.25 below the slowest run and a 2x slowdown of the fastest would pass it, which the margin says."""
+def test_the_fraction_is_stated_and_runs_too_far_apart_are_short_of_a_slowdown():
+    """One run: the fraction of it, and its own 2x slowdown 1.4x past the floor. Quiet runs 2.5x
+    apart: the floor passes the slowest, and a 2x slowdown of the fastest would pass it, which
+    the margin says. A fraction outside (0, 1] is refused."""
     (one,) = [f for f in calibrate(CELL, [run_doc("r1", 50.0, 50.0, 20.0)]).floors if f.direction == "min"]
-    assert one.bound == 35.4 and round(one.slowdown_margin, 2) == 1.42
+    assert one.bound == 35.0 and round(one.slowdown_margin, 2) == 1.4
+    (tight,) = [
+        f for f in calibrate(CELL, [run_doc("r1", 50.0, 50.0, 20.0)], 0.8).floors if f.direction == "min"
+    ]
+    assert tight.bound == 40.0
     spread = calibrate(CELL, [run_doc("r1", 20.0, 22.0, 20.0), run_doc("r2", 50.0, 60.0, 20.0)])
     (floor,) = [f for f in spread.floors if f.direction == "min"]
-    assert floor.bound == 16.0 and floor.quiet_margin == 1.25  # 20 / 1.25
-    assert floor.slowdown_margin < 1 and floor.to_json()["slowdown_margin"] == 0.533  # 16 / 30
+    assert floor.bound == 14.0 and floor.slowdown_margin < 1
+    assert floor.to_json()["slowdown_margin"] == 0.467  # 14 / 30
+    with pytest.raises(ValueError, match="not in"):
+        calibrate(CELL, [run_doc("r1", 50.0, 50.0, 20.0)], 1.5)
 
 
 def test_the_verb_names_the_floors_that_catch_a_slowdown_and_warns_where_none_does(tmp_path, capsys):
@@ -87,13 +93,13 @@ def test_the_verb_names_the_floors_that_catch_a_slowdown_and_warns_where_none_do
         said = capsys.readouterr().out
         doc = yaml.safe_load(out.read_text())
         margins = {f["metric"]: f["slowdown_margin"] for f in doc["floors"]}
-        if name == "apart":  # 16 against 30; a ceiling of 25 against 24
-            assert margins == {"output_throughput": 0.533, "median_tpot_ms": 0.96}
+        assert margins["median_tpot_ms"] == 0.839  # a ceiling of 28.6 against twice 12, 24
+        if name == "apart":  # 14 against 30
+            assert margins["output_throughput"] == 0.467
             assert "warning:" in said and "no floor of it would fail such a slowdown" in said
-        else:
-            assert margins["output_throughput"] >= 1 > margins["median_tpot_ms"]
-            # the ceiling the throughput floor covers for sits sqrt(2) above the slowest run, 20
-            assert {f["metric"]: f.get("max") for f in doc["floors"]}["median_tpot_ms"] == 28.3
+            assert "a floor at 0.7 of the slowest" in said
+        else:  # 35 against 30
+            assert margins["output_throughput"] == 1.167
             assert "warning" not in said
             assert "caught by floor:output_throughput@random-64-32/c1" in said
 
@@ -114,9 +120,10 @@ def test_the_verb_reads_runs_and_writes_the_floors_file_with_provenance(tmp_path
     assert doc["cell"] == CELL and doc["slowdown"] == 2.0 and doc["provenance"]["runs"] == ["r1", "r2"]
     assert doc["provenance"]["hosts"]["local"]["machine"]["cpu"].startswith("AMD EPYC")
     assert {f["metric"]: f.get("min", f.get("max")) for f in doc["floors"]} == {
-        "output_throughput": 39.5,  # sqrt(52 x 60 / 2)
-        "median_tpot_ms": 22.5,  # 18 x 1.25 (the middle, sqrt(18 x 2 x 12) = 20.8, is closer)
+        "output_throughput": 36.4,  # 0.7 x 52
+        "median_tpot_ms": 25.7,  # 18 / 0.7
     }
+    assert doc["fraction"] == 0.7
     said = capsys.readouterr().out
     assert "output_throughput" in said and "every run finished within 0.0 h" in said
     assert main(["floors", "calibrate", CELL, "--from", str(tmp_path / "none"), "--out", str(out)]) == 2
@@ -193,9 +200,9 @@ def test_from_a_main_jobs_folder_takes_the_named_cells_evidence_and_the_loader_r
     tmp_path, capsys
 ):
     """`--from` a whole main job's reports (several cells, each run a folder): the named cell's
-    numbers alone make its floors, written where the matrix loader picks them up for that cell;
-    a ceiling sits between the slowest upper bound and twice the fastest lower one. A folder without the
-    cell is refused, naming the folder and the cells it holds."""
+    numbers alone make its floors, written where the matrix loader picks them up for that cell,
+    at --fraction of the slowest run. A folder without the cell is refused, naming the folder and
+    the cells it holds."""
     import shutil
 
     from dayzero.spec.matrix import load_matrix
@@ -210,24 +217,23 @@ def test_from_a_main_jobs_folder_takes_the_named_cells_evidence_and_the_loader_r
         evidence.write(tmp_path / f"job{i}", doc)
         evidence.write(tmp_path / f"job{i}", other_cell(run_doc(f"r{i}", 5.0, 6.0, 900.0)))
     argv = ["--matrix", str(matrix), "floors", "calibrate", CELL, "--from", str(tmp_path / "job1")]
-    assert main([*argv, "--from", str(tmp_path / "job2")]) == 0
+    assert main([*argv, "--from", str(tmp_path / "job2"), "--fraction", "0.75"]) == 0
     (path,) = (matrix / "floors").glob("*/*.yaml")
     assert path.name == f"{evidence.slug(CELL)}.amd-epyc-avx512.yaml"
     doc = yaml.safe_load(path.read_text())
     assert {f["check"]: f.get("min", f.get("max")) for f in doc["floors"]} == {
-        "floor:output_throughput@random-64-32/c1": 39.5,  # sqrt(52 x 60 / 2)
-        # the worst upper bound, 21, x sqrt(2): x 1.25 would not catch the fastest run slowed 2x
-        # (24 ms) either, and the throughput floor does
-        "floor:median_tpot_ms@random-64-32/c1": 29.7,
+        "floor:output_throughput@random-64-32/c1": 39.0,  # 0.75 x 52
+        "floor:median_tpot_ms@random-64-32/c1": 28.0,  # the slowest upper bound, 21, over 0.75
     }
-    assert "geometric middle" in doc["rule"] and doc["provenance"]["runs"] == ["r1", "r2"]
+    assert doc["fraction"] == 0.75 and "fraction x the slowest" in doc["rule"]
+    assert doc["provenance"]["runs"] == ["r1", "r2"]
     loaded = load_matrix(matrix)
     low, high = (loaded.cell(c) for c in (CELL, CELL.replace("low_latency", "high_throughput")))
     from dayzero.spec.card import floors_for
 
     assert {f.name: f.on("amd-epyc-avx512").bound for f in floors_for(loaded.card(low), low)} == {
-        "floor:output_throughput@random-64-32/c1": 39.5,
-        "floor:median_tpot_ms@random-64-32/c1": 29.7,
+        "floor:output_throughput@random-64-32/c1": 39.0,
+        "floor:median_tpot_ms@random-64-32/c1": 28.0,
     }
     assert all(f.calibrated == () for f in floors_for(loaded.card(high), high))  # its numbers fed nothing
     capsys.readouterr()
@@ -338,7 +344,7 @@ def test_a_selection_calibrates_every_cell_found_in_the_runs_and_names_the_rest(
     assert by_cell[LLAMA]["provenance"]["runs"] == ["r1", "r2", "r3"]
     assert by_cell[SGLANG]["provenance"]["runs"] == ["r1", "r3"]
     sglang = {f["metric"]: f.get("min", f.get("max")) for f in by_cell[SGLANG]["floors"]}
-    assert sglang == {"output_throughput": 11.0, "median_tpot_ms": 99.0}  # sqrt(15 x 16 / 2); 70 x sqrt(2)
+    assert sglang == {"output_throughput": 10.5, "median_tpot_ms": 100.0}  # 0.7 x 15; 70 / 0.7
     assert main([*argv[:4], LLAMA, "--from", str(tmp_path / "r2"), "--out", str(tmp_path / "one.yaml")]) == 0
     assert yaml.safe_load((tmp_path / "one.yaml").read_text())["provenance"]["runs"] == ["r2"]
     capsys.readouterr()

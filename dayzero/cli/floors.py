@@ -1,8 +1,9 @@
 """`dayzero floors calibrate`: run cells N times on a quiet reference host (or read the reports of
-earlier runs, a whole main job's included) and write each cell's floors between its slowest quiet
-run and a 2x slowdown of its fastest (their geometric middle, the same margin to both), with provenance
-(`checks.calibration`). Each file, matrix/floors/<model>/<cell>.<cpu kind>.yaml, is picked up by
-the matrix loader on its own: its bounds hold for that cell on that CPU kind (`spec.floorfiles`).
+earlier runs, a whole main job's included) and write each cell's floors at a stated fraction of
+its slowest quiet run's lower bound (a ceiling: that run's upper bound over the fraction), with
+provenance, and how far a 2x slowdown of its fastest run sits past each (`checks.calibration`).
+Each file, matrix/floors/<model>/<cell>.<cpu kind>.yaml, is picked up by the matrix loader on its
+own: its bounds hold for that cell on that CPU kind (`spec.floorfiles`).
 
 A developer on a CPU kind without floors calibrates every cpu cell with one command on a quiet
 host (about 20 min for 3 runs on 2 cores), sees a 2x slowdown of each caught with another (about
@@ -28,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from dayzero import atomic, evidence
-from dayzero.checks.calibration import SLOWDOWN, Calibration, calibrate
+from dayzero.checks.calibration import DEFAULT_FRACTION, SLOWDOWN, Calibration, calibrate
 from dayzero.cli.common import HOSTS
 from dayzero.errors import ConfigError
 from dayzero.run.preview import no_run
@@ -46,8 +47,8 @@ def add(sub) -> None:
     verbs = p.add_subparsers(dest="floors_verb", metavar="{calibrate}", required=True)
     cal = verbs.add_parser(
         "calibrate",
-        help="run cells N times (or read runs' reports) and write floors between the slowest quiet "
-        "run and a 2x slowdown of the fastest, with provenance",
+        help="run cells N times (or read runs' reports) and write floors at a fraction of the slowest "
+        "run's interval bound, with provenance",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -71,6 +72,13 @@ def add(sub) -> None:
         default=3,
         metavar="N",
         help="runs of the selection, each a fresh launch of every cell (default 3)",
+    )
+    cal.add_argument(
+        "--fraction",
+        type=float,
+        default=DEFAULT_FRACTION,
+        metavar="F",
+        help=f"the floor as this share of the slowest run's lower bound (default {DEFAULT_FRACTION})",
     )
     cal.add_argument(
         "--from",
@@ -256,7 +264,9 @@ def run(args) -> int:
         raise ConfigError(Path("--out"), "", f"names one file: expected one cell, got {len(cells)} selected")
     sources, by_cell = gather(args, cells)
     results = {
-        cell: only_floors_of(calibrate(cell, sorted(docs, key=lambda d: d["run"]["finished"])), matrix)
+        cell: only_floors_of(
+            calibrate(cell, sorted(docs, key=lambda d: d["run"]["finished"]), args.fraction), matrix
+        )
         for cell, docs in by_cell.items()
         if docs
     }
@@ -278,9 +288,9 @@ def run(args) -> int:
             print(f"[floors] a {SLOWDOWN:g}x slowdown of the fastest run is caught by {', '.join(catching)}")
         elif short:
             print(
-                f"[floors] warning: {cell}'s quiet runs spread too far for one bound to pass the "
-                f"slowest with its margin and catch the fastest slowed {SLOWDOWN:g}x: no floor of it "
-                "would fail such a slowdown on a day as fast as its fastest run"
+                f"[floors] warning: {cell}'s quiet runs spread too far for a floor at {args.fraction:g} "
+                f"of the slowest to catch the fastest slowed {SLOWDOWN:g}x: no floor of it would fail "
+                "such a slowdown on a day as fast as its fastest run"
             )
         if not result.floors:  # an earlier calibration stays as it was
             print(f"[floors] no floor of {cell} could be calibrated: nothing written")

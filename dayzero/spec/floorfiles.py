@@ -21,11 +21,9 @@ FLOORS_DIR = "floors"
 SCHEMA = "floors_file"
 # How a calibrated bound sits against the clean runs' intervals, stated in every file written.
 RULE = (
-    "min: the geometric middle of the slowest clean run's interval lower bound and half the fastest "
-    "one's upper bound, at most the slowest lower bound / 1.25; max: the geometric middle of the "
-    "slowest clean run's upper bound and twice the fastest one's lower bound, at least the slowest "
-    "upper bound x 1.25; a floor that cannot catch the fastest run slowed 2x while another of the "
-    "cell's can: sqrt(2) from the slowest run (checks/calibration.py)"
+    "min: fraction x the slowest clean run's interval lower bound; max: the slowest clean run's "
+    "interval upper bound / fraction; slowdown_margin: how far the fastest clean run slowed "
+    "`slowdown` times sits past the bound (under 1: such a slowdown would pass it)"
 )
 
 Bounds = dict[str, tuple[tuple[str, float], ...]]  # check name -> ((cpu kind, bound), ...)
