@@ -1,12 +1,14 @@
 """Calibrated floors held out against quiet runs: would a floor fail a quiet run, and catch it slowed 2x?
 
 Each quiet run of a cell (its reports folder, `--from`, a main job's or a calibration's) is held
-out in turn; its floors are calibrated from the others by `checks.calibration.calibrate`, under
-each quiet margin asked (`--margins`) and under the old fixed fraction (0.7 of the slowest lower
-bound), and the held-out run is judged: a cell-run *fails* where one of its floors' intervals
-misses its bound (its lower bound under a floor, its upper over a ceiling), and is *caught*
-slowed 2x where one floor's interval, every figure moved 2x (throughput halved, latency
-doubled), no longer clears it (failed or inconclusive). Runs the cell measured on another
+out in turn; its floors are calibrated from the others by `checks.calibration.calibrate`, at each
+fraction asked (`--fractions`, of the slowest run's lower bound), and the held-out run is judged:
+a cell-run *fails* where one of its floors' intervals misses its bound (its lower bound under a
+floor, its upper over a ceiling), and is *caught* slowed 2x where one floor's interval, every
+figure moved 2x (throughput halved, latency doubled), no longer clears it (failed or
+inconclusive). The *closest clearance* is how far the held-out quiet runs that pass cleared their
+nearest floor, the least and the tenth percentile: the room left for a slower machine of the
+kind (CI's), which holding out runs of one machine cannot show. Runs the cell measured on another
 protocol are the caller's to leave out (`--cell-from CELL=DIR`, which replaces a cell's folders).
 
     .venv/bin/python bench/floors_holdout.py --from R1 --from R2 ... [--cell-from CELL=DIR ...]
@@ -18,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import math
 import sys
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -49,20 +51,16 @@ def intervals(doc: dict) -> dict[str, tuple[str, float, float]]:
     return out
 
 
-def bounds(others: list[dict], cell: str, margin: float | None) -> dict[str, float]:
-    """The floors calibrated from `others`: under a quiet margin, or (None) the old 0.7 fraction."""
-    if margin is None:
-        out = {}
-        for f in calibrate(cell, others).floors:
-            out[f.check] = f.slowest * 0.7 if f.direction == "min" else f.slowest / 0.7
-        return out
-    with mock.patch.object(calibration, "QUIET_MARGIN", margin):
-        return {f.check: f.bound for f in calibrate(cell, others).floors}
+def bounds(others: list[dict], cell: str, fraction: float) -> dict[str, float]:
+    """The floors calibrated from `others` at `fraction` of the slowest run."""
+    return {f.check: f.bound for f in calibrate(cell, others, fraction).floors}
 
 
-def judge(held: dict, bound: dict[str, float], slowdown: float) -> tuple[bool, bool]:
-    """(fails quiet, caught slowed): over the floors both the run and the calibration have."""
+def judge(held: dict, bound: dict[str, float], slowdown: float) -> tuple[bool, bool, float]:
+    """(fails quiet, caught slowed, clearance): over the floors both the run and the calibration
+    have; the clearance is how many times its nearest floor's interval clears the bound."""
     fails = caught = False
+    clearance = math.inf
     for name, (direction, lo, hi) in intervals(held).items():
         if name not in bound:
             continue
@@ -70,17 +68,23 @@ def judge(held: dict, bound: dict[str, float], slowdown: float) -> tuple[bool, b
         if direction == "min":
             fails |= lo < b
             caught |= lo / slowdown < b
+            clearance = min(clearance, lo / b)
         else:
             fails |= hi > b
             caught |= hi * slowdown > b
-    return fails, caught
+            clearance = min(clearance, b / hi)
+    return fails, caught, clearance
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="folders", action="append", type=Path, default=[], metavar="DIR")
     p.add_argument("--cell-from", action="append", default=[], metavar="CELL=DIR")
-    p.add_argument("--margins", default="1.1,1.2,1.25,1.3", help="quiet margins to try (comma-separated)")
+    p.add_argument(
+        "--fractions",
+        default="0.6,0.65,0.7,0.75,0.8",
+        help="fractions of the slowest run to try (comma-separated)",
+    )
     p.add_argument("--slowdown", type=float, default=calibration.SLOWDOWN)
     args = p.parse_args(argv)
     runs = evidence_by_cell(args.folders)
@@ -90,18 +94,18 @@ def main(argv=None) -> int:
         own[cell].append(Path(folder))
     for cell, folders in own.items():
         runs[cell] = evidence_by_cell(folders).get(cell, [])
-    rules: list[tuple[str, float | None]] = [(f"margin {m}", float(m)) for m in args.margins.split(",")]
-    rules.append(("old fraction 0.7", None))
+    rules = [(f"fraction {f}", float(f)) for f in args.fractions.split(",")]
     count = sum(len(d) for d in runs.values())
     print(f"{count} cell-runs of {len(runs)} cells, each held out against the others")
-    for label, margin in rules:
-        fails, caught, total, failed, missed = 0, 0, 0, [], []
+    for label, fraction in rules:
+        fails, caught, total, failed, missed, clear = 0, 0, 0, [], [], []
         for cell, docs in sorted(runs.items()):
             for i, held in enumerate(docs):
                 others = docs[:i] + docs[i + 1 :]
                 if not others:
                     continue
-                f, c = judge(held, bounds(others, cell, margin), args.slowdown)
+                f, c, room = judge(held, bounds(others, cell, fraction), args.slowdown)
+                clear += [] if f else [room]
                 total += 1
                 fails += f
                 caught += c
@@ -109,11 +113,17 @@ def main(argv=None) -> int:
                 failed += [where] if f else []
                 missed += [] if c else [where]
         slowed = f"slowed {args.slowdown:g}x caught {caught}/{total}"
-        print(f"{label:>18}: quiet runs failing {fails}/{total}, {slowed}")
+        clear.sort()
+        room = (
+            f"closest clearance {clear[0]:.2f}x, tenth percentile {clear[len(clear) // 10]:.2f}x"
+            if clear
+            else ""
+        )
+        print(f"{label:>14}: quiet runs failing {fails}/{total}, {slowed}, {room}")
         for where in failed:
-            print(f"{'':>20}fails quiet: {where}")
+            print(f"{'':>16}fails quiet: {where}")
         for where in missed:
-            print(f"{'':>20}passes slowed: {where}")
+            print(f"{'':>16}passes slowed: {where}")
     return 0
 
 
