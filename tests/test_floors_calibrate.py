@@ -63,10 +63,10 @@ def test_the_floor_is_a_fraction_of_the_slowest_run_with_its_margins_and_content
     assert got.fraction == 0.7 and got.to_json()["fraction"] == 0.7
 
 
-def test_the_fraction_is_stated_and_runs_too_far_apart_are_short_of_a_slowdown():
+def test_the_fraction_is_stated_and_runs_too_far_apart_are_short_of_a_slowdown(tmp_path, capsys):
     """One run: the fraction of it, and its own 2x slowdown 1.4x past the floor. Quiet runs 2.5x
     apart: the floor passes the slowest, and a 2x slowdown of the fastest would pass it, which
-    the margin says. A fraction outside (0, 1] is refused."""
+    the margin says. A fraction outside (0, 1] is refused, by the verb in one line."""
     (one,) = [f for f in calibrate(CELL, [run_doc("r1", 50.0, 50.0, 20.0)]).floors if f.direction == "min"]
     assert one.bound == 35.0 and round(one.slowdown_margin, 2) == 1.4
     (tight,) = [
@@ -79,6 +79,12 @@ def test_the_fraction_is_stated_and_runs_too_far_apart_are_short_of_a_slowdown()
     assert floor.to_json()["slowdown_margin"] == 0.467  # 14 / 30
     with pytest.raises(ValueError, match="not in"):
         calibrate(CELL, [run_doc("r1", 50.0, 50.0, 20.0)], 1.5)
+    evidence.write(tmp_path / "r1", run_doc("r1", 50.0, 50.0, 20.0))
+    argv = ["floors", "calibrate", CELL, "--from", str(tmp_path / "r1"), "--out", str(tmp_path / "f.yaml")]
+    assert main([*argv, "--fraction", "1.5"]) == 2
+    said = capsys.readouterr().err
+    assert "--fraction" in said and "expected a share of the slowest run in (0, 1], got 1.5" in said
+    assert "Traceback" not in said and not (tmp_path / "f.yaml").exists()
 
 
 def test_the_verb_names_the_floors_that_catch_a_slowdown_and_warns_where_none_does(tmp_path, capsys):

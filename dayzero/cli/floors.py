@@ -258,6 +258,10 @@ def runs_span_hours(docs_of_cells) -> float | None:
 def run(args) -> int:
     if args.runs < 1:
         raise ConfigError(Path("--runs"), "", f"expected at least 1 run, got {args.runs}")
+    if not 0 < args.fraction <= 1:
+        raise ConfigError(
+            Path("--fraction"), "", f"expected a share of the slowest run in (0, 1], got {args.fraction}"
+        )
     matrix = load_matrix(Path(args.matrix))
     cells = selection(matrix, args)
     if args.out and len(cells) != 1:
