@@ -7,9 +7,10 @@ floor of one short run (a sweep point of 8 requests) may still pass where its ce
 
 One cell, one launch, its floors alone (the card's sweeps, accuracy gate, speculative phase and
 tool calls left out of a copy of the matrix: they measure no floor), the card's full floor
-protocol. `pytest tests` runs llama.cpp's low-latency cell, the one whose TPOT ceiling catches
-even its fastest calibration run slowed 2x (slowdown margin 1.03, its throughput floor 0.95, over
-the nine runs of 2026-12-07: docs/measurement.md), and the quickest (74 s slowed, SGLang's 115-150 s);
+protocol. `pytest tests` runs llama.cpp's low-latency cell: its file is at 0.8 of its slowest
+quiet run, so both its floors catch even its fastest calibration run slowed 2x (slowdown margins
+1.18 and 1.09 over the nine runs of 2026-12-07: docs/measurement.md), and it is the quickest
+(60-74 s slowed, SGLang's 115-150 s);
 `DAYZERO_SLOWDOWN=all` runs every cell with a floors file
 (`matrix/floors/`), one after the other (~1-2 min each; 12 min for the nine), and
 `DAYZERO_SLOWDOWN=CELL,CELL` the cells named. A cell whose quiet runs spread over 1.4x may pass
