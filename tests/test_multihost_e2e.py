@@ -342,9 +342,14 @@ def test_a_rank_that_never_becomes_ready_ends_the_cell_as_still_loading_before_r
 def test_sshd_of_the_second_host_stopped_mid_cell_is_broken_and_its_watchdog_cleans_up(
     bed, quick_matrix, tmp_path
 ):
-    """The host running rpc-server (rank 1) stops answering mid-benchmark: the cell is broken (a
-    lab fault, not the engine's), rank 0 is stopped by the teardown, and rank 1 by the watchdog
-    on its host once the lease it watches goes stale."""
+    """The host running rpc-server (rank 1) stops answering once the cell is ready, before its
+    first request: the cell is broken (a lab fault, not the engine's), rank 0 is stopped by the
+    teardown, and rank 1 by the watchdog on its host once the lease it watches goes stale.
+
+    The listener is stopped before its connections are killed, so no dial after the cut can be
+    served; the other order left a window in which the controller's pool dialled the still-running
+    listener again and the cell went on (stop 51's CI: "DID NOT RAISE InfrastructureError"). The
+    cut is made in the run's own progress callback, in place before the next step, not by a timer."""
     from dayzero.errors import InfrastructureError
 
     hosts: dict[str, str] = {}
@@ -354,15 +359,11 @@ def test_sshd_of_the_second_host_stopped_mid_cell_is_broken_and_its_watchdog_cle
         if m := re.match(r"started (\S+) on (\S+) \(pgid", message):
             hosts[m.group(1)] = m.group(2)
         if message.startswith("ready after"):
-
-            def cut() -> None:
-                victim = hosts["server[1]"]
-                bed.kill_connections(victim)
-                pid = bed.pid(victim)
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
-
-            threading.Timer(2.0, cut).start()
+            victim = hosts["server[1]"]
+            pid = bed.pid(victim)
+            os.kill(pid, signal.SIGSTOP)  # first: a dial from now on is never served
+            stopped.append(pid)
+            bed.kill_connections(victim)
 
     ctx = context(quick_matrix, inventory(bed), tmp_path / "reports", say)
     try:
