@@ -148,9 +148,10 @@ def test_runs_of_one_stretch_are_said_so_and_runs_days_apart_are_not(tmp_path, c
 
 
 def test_a_calibrated_bound_holds_on_its_cpu_kind_alone_live_and_in_the_checker():
-    """The shipped card's llama.cpp throughput floor: its calibrated bound on the AMD EPYC with
-    AVX-512 it was measured on, the hand-set bound on every other kind (an Intel with AMX, an
-    AVX2-only AMD, hosts of two kinds); the run and the checker read the kind from the same facts."""
+    """The shipped card's llama.cpp throughput floor: its own calibrated bound on each kind it was
+    measured on (the AMD EPYC with AVX-512, the Intel Xeon with AMX), the hand-set bound on every
+    other kind (an AVX2-only AMD, hosts of two kinds); the run and the checker read the kind from
+    the same facts."""
     from types import SimpleNamespace
 
     from dayzero.checks.calibration import hosts_cpu_kind
@@ -164,10 +165,14 @@ def test_a_calibrated_bound_holds_on_its_cpu_kind_alone_live_and_in_the_checker(
     cell = next(c for c in matrix.cells if c.id == CELL)
     (floor,) = [f for f in floors_for(matrix.card(cell), cell) if f.metric == "output_throughput"]
     avx2 = {**EPYC, "isa": ["avx2"]}
-    (path,) = (REPO / "matrix" / "floors").glob(f"*/{CELL.replace('/', '__')}.amd-epyc-avx512.yaml")
-    (shipped,) = [f for f in yaml.safe_load(path.read_text())["floors"] if f["metric"] == "output_throughput"]
-    assert floor.on(cpu_kind(EPYC)).bound == shipped["min"] != floor.bound
-    assert floor.on(cpu_kind(SAPPHIRE)).bound == floor.on(cpu_kind(avx2)).bound == floor.bound == 10
+    for machine in (EPYC, SAPPHIRE):
+        kind = cpu_kind(machine)
+        (path,) = (REPO / "matrix" / "floors").glob(f"*/{CELL.replace('/', '__')}.{kind}.yaml")
+        floors = yaml.safe_load(path.read_text())["floors"]
+        (shipped,) = [f for f in floors if f["metric"] == "output_throughput"]
+        assert floor.on(kind).bound == shipped["min"] != floor.bound, kind
+    assert floor.on(cpu_kind(EPYC)).bound != floor.on(cpu_kind(SAPPHIRE)).bound
+    assert floor.on(cpu_kind(avx2)).bound == floor.on("mixed").bound == floor.bound == 10
     assert hosts_cpu_kind([EPYC, EPYC]) == "amd-epyc-avx512"
     assert hosts_cpu_kind([EPYC, SAPPHIRE]) == "mixed" and hosts_cpu_kind([None]) == "unknown"
     doc = run_doc("r1", 60.0, 70.0, 20.0)

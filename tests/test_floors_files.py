@@ -21,6 +21,10 @@ from .conftest import REPO
 from .test_floors_calibrate import EPYC, SAPPHIRE, run_doc
 
 KIND = cpu_kind(EPYC)  # amd-epyc-avx512
+# A host of a kind no shipped file calibrates (the shipped files cover the AMD EPYC with AVX-512
+# and the Intel Xeon with AMX): the card's hand-set bounds hold there.
+NEOVERSE = {"arch": "aarch64", "cpu": "Neoverse-V1", "isa": ["asimd"]}
+UNCALIBRATED = cpu_kind(NEOVERSE)  # aarch64-neoverse
 LOW = "smollm2-135m/cpu+sglang/low_latency/baseline"
 HIGH = "smollm2-135m/cpu+sglang/high_throughput/baseline"  # the same two rules as LOW's
 SHIPPED = "smollm2-135m/cpu+llama.cpp/low_latency/baseline"
@@ -40,6 +44,15 @@ def floors_file(matrix: Path, cell: str, kind: str, floors: list[dict], **top) -
     }
     path.write_text(yaml.safe_dump({**doc, **top}, sort_keys=False))
     return path
+
+
+def floors_of(cell: str, kind: str) -> list:
+    """The floors the shipped file of `cell` on `kind` holds (none where it has none)."""
+    path = REPO / "matrix" / "floors" / cell.split("/")[0] / f"{cell.replace('/', '__')}.{kind}.yaml"
+    if not path.exists():
+        return []
+    floors = yaml.safe_load(path.read_text())["floors"]
+    return [SimpleNamespace(check=f["check"], bound=f.get("min", f.get("max"))) for f in floors]
 
 
 def bounds(matrix, cell_id: str, kind: str) -> dict[str, float]:
@@ -68,25 +81,35 @@ def test_two_cells_under_one_rule_keep_their_own_bounds_min_and_max(matrix_dir):
     assert low[THROUGHPUT.format(c_low)] == 5.5 and low[TPOT.format(c_low)] == 300.0
     assert high[THROUGHPUT.format(c_high)] == 7.5
     assert high[TPOT.format(c_high)] == 1000  # no bound in its file: the card's
-    other = cpu_kind(SAPPHIRE)  # a kind no file calibrates: the card's hand-set bounds
-    assert bounds(matrix, LOW, other) == {THROUGHPUT.format(c_low): 2, TPOT.format(c_low): 1000}
+    other = cpu_kind(SAPPHIRE)  # a kind this test wrote no file for: its shipped file, or the card's
+    shipped = {f.check: f.bound for f in floors_of(LOW, other)}
+    card = {THROUGHPUT.format(c_low): 2, TPOT.format(c_low): 1000}
+    assert bounds(matrix, LOW, other) == {**card, **shipped}
+    assert bounds(matrix, LOW, UNCALIBRATED) == {THROUGHPUT.format(c_low): 2, TPOT.format(c_low): 1000}
 
 
 def test_each_shipped_file_holds_for_its_cell_alone():
-    """Every shipped file bounds its own cell's floors on its kind, whichever card rule they come
-    from; a cell without a file (the rpc_split cells) and another kind keep the card's bounds."""
+    """Every shipped file bounds its own cell's floors on its own kind, whichever card rule they
+    come from; a cell without a file (the rpc_split cells) and a kind without one keep the card's
+    bounds."""
     matrix = load_matrix(REPO / "matrix")
     files = sorted((REPO / "matrix" / "floors").glob("*/*.yaml"))
     assert len(files) >= 2  # two cells under one rule at least: what a rule-wide bound could not tell apart
+    kinds = set()
     for path in files:
         shipped = yaml.safe_load(path.read_text())
+        (kind,) = shipped["provenance"]["cpu_kinds"]
+        assert path.name.endswith(f".{kind}.yaml"), path.name
+        kinds.add(kind)
         want = {f["check"]: f.get("min", f.get("max")) for f in shipped["floors"]}
-        got = bounds(matrix, shipped["cell"], KIND)
+        got = bounds(matrix, shipped["cell"], kind)
         assert {name: got[name] for name in want} == want, path.name
-        card = bounds(matrix, shipped["cell"], "intel-xeon-amx")
+        card = bounds(matrix, shipped["cell"], UNCALIBRATED)
         assert all(card[name] != want[name] for name in want), path.name
+    assert UNCALIBRATED not in kinds
     split = "smollm2-135m/cpu+llama.cpp/rpc_split/baseline"
-    assert bounds(matrix, split, KIND) == bounds(matrix, split, "intel-xeon-amx")
+    for kind in kinds:
+        assert bounds(matrix, split, kind) == bounds(matrix, split, UNCALIBRATED)
 
 
 def test_the_checker_recomputes_a_floor_with_the_files_bound_on_its_kind_and_the_cards_elsewhere(matrix_dir):
@@ -99,7 +122,7 @@ def test_the_checker_recomputes_a_floor_with_the_files_bound_on_its_kind_and_the
     cell = matrix.cell(SHIPPED)
     view = CellView("e.json", {}, cell, matrix.card(cell), {}, REPO / "suites", REPO / "suites" / "goldens")
     (floor,) = [f for f in view.floors() if f.name == THROUGHPUT.format(1)]
-    for machine, bound, verdict in ((EPYC, 40.0, "failed"), (SAPPHIRE, 10.0, "passed")):
+    for machine, bound, verdict in ((EPYC, 40.0, "failed"), (NEOVERSE, 10.0, "passed")):
         doc = run_doc("r1", 30.0, 40.0, 20.0)
         doc["hosts"][0]["facts"]["machine"] = machine
         kind = Recorded(SimpleNamespace(doc=doc)).cpu_kind

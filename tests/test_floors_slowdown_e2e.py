@@ -9,10 +9,10 @@ One cell, one launch, its floors alone (the card's sweeps, accuracy gate, specul
 tool calls left out of a copy of the matrix: they measure no floor), the card's full floor
 protocol. `pytest tests` runs llama.cpp's low-latency cell: its file is at 0.8 of its slowest
 quiet run, so both its floors catch even its fastest calibration run slowed 2x (slowdown margins
-1.18 and 1.09 over the nine runs of 2026-12-07: docs/measurement.md), and it is the quickest
-(60-74 s slowed, SGLang's 115-150 s);
+1.18 and 1.09 over nine runs on the AMD EPYC with AVX-512, 1.31 and 1.28 over four on the Intel
+Xeon with AMX: docs/measurement.md), and it is the quickest (60-85 s slowed, SGLang's 115-150 s);
 `DAYZERO_SLOWDOWN=all` runs every cell with a floors file
-(`matrix/floors/`), one after the other (~1-2 min each; 12 min for the nine), and
+(`matrix/floors/`), one after the other (~1-2.5 min each; 12-15 min for the nine), and
 `DAYZERO_SLOWDOWN=CELL,CELL` the cells named. A cell whose quiet runs spread over 1.4x may pass
 slowed on a day as fast as its fastest run (its floors sit at 0.7 of its slowest): its file's
 `slowdown_margin`s say so.
