@@ -14,6 +14,7 @@ import yaml
 from dayzero.checks.calibration import cpu_kind
 from dayzero.checks.performance import check_floor
 from dayzero.errors import ConfigError
+from dayzero.spec import floorfiles
 from dayzero.spec.card import floors_for
 from dayzero.spec.matrix import load_matrix
 
@@ -46,13 +47,12 @@ def floors_file(matrix: Path, cell: str, kind: str, floors: list[dict], **top) -
     return path
 
 
-def floors_of(cell: str, kind: str) -> list:
-    """The floors the shipped file of `cell` on `kind` holds (none where it has none)."""
-    path = REPO / "matrix" / "floors" / cell.split("/")[0] / f"{cell.replace('/', '__')}.{kind}.yaml"
+def shipped_bounds(cell: str, kind: str) -> dict[str, float]:
+    """check -> bound of the shipped file of `cell` on `kind` (empty where it has none)."""
+    path = floorfiles.path_of(REPO / "matrix", cell, kind)
     if not path.exists():
-        return []
-    floors = yaml.safe_load(path.read_text())["floors"]
-    return [SimpleNamespace(check=f["check"], bound=f.get("min", f.get("max"))) for f in floors]
+        return {}
+    return {f["check"]: f.get("min", f.get("max")) for f in yaml.safe_load(path.read_text())["floors"]}
 
 
 def bounds(matrix, cell_id: str, kind: str) -> dict[str, float]:
@@ -82,7 +82,7 @@ def test_two_cells_under_one_rule_keep_their_own_bounds_min_and_max(matrix_dir):
     assert high[THROUGHPUT.format(c_high)] == 7.5
     assert high[TPOT.format(c_high)] == 1000  # no bound in its file: the card's
     other = cpu_kind(SAPPHIRE)  # a kind this test wrote no file for: its shipped file, or the card's
-    shipped = {f.check: f.bound for f in floors_of(LOW, other)}
+    shipped = shipped_bounds(LOW, other)
     card = {THROUGHPUT.format(c_low): 2, TPOT.format(c_low): 1000}
     assert bounds(matrix, LOW, other) == {**card, **shipped}
     assert bounds(matrix, LOW, UNCALIBRATED) == card

@@ -8,7 +8,6 @@ through.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 
@@ -19,7 +18,7 @@ from dayzero.cache import model_path
 from dayzero.checks.calibration import cpu_kind
 from dayzero.loadgen.client import machine
 from dayzero.run.cell import RunContext, new_run_id, run_cell
-from dayzero.spec.goldens import golden_path
+from dayzero.spec.goldens import load_golden
 from dayzero.spec.inventory import load_inventory
 from dayzero.spec.matrix import load_matrix
 
@@ -163,8 +162,7 @@ def test_another_kernel_path_turns_a_near_tie_and_the_goldens_still_hold(probes_
 
 def golden_kind(cell: str) -> str:
     """The CPU kind the cell's shipped goldens were recorded on."""
-    doc = json.loads(golden_path(REPO / "suites" / "goldens", cell).read_text())
-    return cpu_kind(doc["provenance"]["machine"])
+    return cpu_kind(load_golden(REPO / "suites" / "goldens", cell).provenance["machine"])
 
 
 @pytest.mark.parametrize("fault, engine", CASES)
