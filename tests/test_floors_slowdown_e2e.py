@@ -9,7 +9,7 @@ One cell, one launch, its floors alone (the card's sweeps, accuracy gate, specul
 tool calls left out of a copy of the matrix: they measure no floor), the card's full floor
 protocol. `pytest tests` runs llama.cpp's low-latency cell: its file is at 0.8 of its slowest
 quiet run, so both its floors catch even its fastest calibration run slowed 2x (slowdown margins
-1.18 and 1.09 over nine runs on the AMD EPYC with AVX-512, 1.31 and 1.28 over four on the Intel
+1.18 and 1.09 over nine runs on the AMD EPYC with AVX-512, 1.28 and 1.25 over six on the Intel
 Xeon with AMX: docs/measurement.md), and it is the quickest (60-85 s slowed, SGLang's 115-150 s);
 `DAYZERO_SLOWDOWN=all` runs every cell with a floors file
 (`matrix/floors/`), one after the other (~1-2.5 min each; 12-15 min for the nine), and

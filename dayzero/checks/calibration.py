@@ -5,7 +5,7 @@ calibrated bound is a stated fraction of the slowest run's lower bound (a `min` 
 floor: the slowest run's upper bound divided by the fraction). The quiet side comes first: CI's
 main job runs on another machine of the same kind, with 8-request phases whose intervals are
 wide, and must stay green. Each floor records how far a 2x slowdown of the fastest run sits past
-it (`slowdown_margin`): a host's quiet speed moves 1.2-1.6x between hours (docs/measurement.md),
+it (`slowdown_margin`): a host's quiet speed moves 1.2-1.8x between hours (docs/measurement.md),
 so on a day as fast as the fastest run a floor under 1 may pass such a slowdown, and the verb
 warns for a cell none of whose floors is at 1 or more. A run measured on a contended host, an
 invalid measurement or a figure without an interval never feeds a calibration (issue 41, item

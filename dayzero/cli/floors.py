@@ -306,7 +306,8 @@ def run(args) -> int:
         print(
             f"[floors] note: every run finished within {span:.1f} h: one stretch of the host's speed. "
             "A host's quiet speed moves between hours and days (the main job's lower bounds 1.2-1.6x "
-            "apart 4 hours apart on one machine, docs/measurement.md): add runs of other days (--from) "
+            "apart 4 hours apart on one machine, vLLM's 1.8x 2 hours apart on another, "
+            "docs/measurement.md): add runs of other days (--from) "
             "before trusting a floor to catch a 2x slowdown on a faster day"
         )
     if len(cells) > 1:
