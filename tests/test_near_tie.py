@@ -101,6 +101,36 @@ def test_a_shorter_output_is_a_divergence():
     assert not result.passed and "the output has 3 tokens, the golden 4" in result.message
 
 
+STOP = ["<|im_end|>", -0.359, [["<|im_end|>", -0.359], [" I", -2.609], [" You", -3.984]]]
+
+
+def test_a_stop_token_one_side_scores_and_the_other_does_not_is_no_divergence():
+    """One server of SGLang 0.5.23 leaves the stop token out of the streamed log-probabilities;
+    the same engine behind its prefill/decode router sends it with the last chunk, some runs
+    (measured 2026-12-07: "The capital of France is Paris." in 8 steps against the golden's 7,
+    the eighth `<|im_end|>`); vLLM always sends it. A last step the text does not print is the
+    stop token: where only one side has it, the printed tokens are compared."""
+    text = spelled(steps(GOLDEN))
+    for golden_steps, output_steps in ((GOLDEN, [*GOLDEN, STOP]), ([*GOLDEN, STOP], GOLDEN)):
+        result = check_golden(
+            EXACT, "colors", text, text, golden_steps=golden_steps, output_steps=output_steps
+        )
+        assert result.passed, result.message
+        assert result.details["comparison"] == "tokens and log-probabilities"
+        assert result.details["compared_tokens"] == len(GOLDEN)
+    both = check_golden(
+        EXACT, "colors", text, text, golden_steps=[*GOLDEN, STOP], output_steps=[*GOLDEN, STOP]
+    )
+    assert both.passed and both.details["compared_tokens"] == len(GOLDEN) + 1  # compared like any other
+
+
+def test_a_printed_token_past_the_golden_is_still_a_divergence():
+    """Only an unprinted last step is let go: an output that goes on past the golden's end fails."""
+    more = [*GOLDEN, [" light", -0.3, [[" light", -0.3], [" the", -2.0]]]]
+    result = _check(GOLDEN, more)
+    assert not result.passed and "the output has 5 tokens, the golden 4" in result.message
+
+
 def test_first_n_tokens_compares_the_tokens_that_spell_the_first_n_words():
     policy = GoldenPolicy("first_n_tokens", n=2)
     wrong_late = [*GOLDEN[:3], [" purple", -0.3, [[" purple", -0.3]]]]

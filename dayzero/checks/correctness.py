@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from dayzero.checks import FAILED, NOT_MEASURED, PASSED, CheckResult
 from dayzero.checks.forced import judge as judge_forced
-from dayzero.checks.near_tie import compare_steps, spelled, spells, steps
+from dayzero.checks.near_tie import compare_steps, spelled, spells, steps, unpaired_stop
 from dayzero.spec.card import GoldenPolicy, Probe
 from dayzero.spec.engine_identity import same_engine
 
@@ -132,6 +132,7 @@ def compare_answer(
             else ""
         )
         if not why:
+            want, got = unpaired_stop(want, expected, got, actual)
             limit = None if policy.policy == "exact" else _token_limit(want, policy.n)
             c = compare_steps(
                 want, got, near_tie_nats=policy.near_tie_nats, drift_nats=policy.drift_nats, limit=limit

@@ -77,6 +77,27 @@ def spells(raw_steps: Sequence[Step], text: str) -> bool:
     return spelled(raw_steps) == text or (len(raw_steps) > 1 and spelled(raw_steps[:-1]) == text)
 
 
+def printed(raw_steps: Sequence[Step], text: str) -> Sequence[Step]:
+    """The steps without a last one the text does not print (the stop token), where there is one."""
+    last_unprinted = spelled(raw_steps) != text or not raw_steps[-1].token if raw_steps else False
+    if len(raw_steps) > 1 and spelled(raw_steps[:-1]) == text and last_unprinted:
+        return raw_steps[:-1]
+    return raw_steps
+
+
+def unpaired_stop(
+    golden: Sequence[Step], expected: str, output: Sequence[Step], actual: str
+) -> tuple[Sequence[Step], Sequence[Step]]:
+    """Both sides' steps, a stop token only one side scored left out: whether an engine streams
+    the stop token's log-probability is its path's habit, not its answer (SGLang's one server
+    does not, the same engine behind its prefill/decode router does on some runs, vLLM does);
+    where both scored it, it is compared like any other."""
+    g, o = printed(golden, expected), printed(output, actual)
+    if (len(g) < len(golden)) == (len(o) < len(output)):
+        return golden, output
+    return g, o
+
+
 @dataclass(frozen=True)
 class Comparison:
     """How an output met its golden token by token: `ok`, why, and what the evidence keeps."""
