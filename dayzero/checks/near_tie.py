@@ -79,10 +79,8 @@ def spells(raw_steps: Sequence[Step], text: str) -> bool:
 
 def printed(raw_steps: Sequence[Step], text: str) -> Sequence[Step]:
     """The steps without a last one the text does not print (the stop token), where there is one."""
-    last_unprinted = spelled(raw_steps) != text or not raw_steps[-1].token if raw_steps else False
-    if len(raw_steps) > 1 and spelled(raw_steps[:-1]) == text and last_unprinted:
-        return raw_steps[:-1]
-    return raw_steps
+    # the rest spelling the text leaves the last step unprinted (its token, if any, is past it)
+    return raw_steps[:-1] if len(raw_steps) > 1 and spelled(raw_steps[:-1]) == text else raw_steps
 
 
 def unpaired_stop(
